@@ -1,0 +1,257 @@
+//! Access headers (00 §2–3): the middleware that runs validation steps 1–8 of 00 §3.1 on every
+//! matched route, and the extractors handlers use for step 9 (allowed access types).
+
+pub mod cache;
+pub mod token;
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use latchkey_proto::auth::v1::AccessOutcome;
+use latchkey_shared::error::ErrorCode;
+use latchkey_shared::grpc::Context;
+use latchkey_shared::headers::{self, AccessType};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::request_id::RequestId;
+use crate::state::AppState;
+use token::TokenUser;
+
+/// A request whose access headers passed validation.
+#[derive(Debug, Clone)]
+pub struct Access {
+    pub access_type: AccessType,
+    pub project_id: Uuid,
+    pub user: Option<TokenUser>,
+    pub request_id: Option<String>,
+}
+
+impl Access {
+    /// The context services receive in gRPC metadata.
+    pub fn context(&self) -> Context {
+        Context {
+            project_id: self.project_id,
+            access_type: self.access_type,
+            user_id: self.user.as_ref().map(|u| u.user_id),
+            request_id: self.request_id.clone(),
+        }
+    }
+
+    pub fn request<T>(&self, message: T) -> tonic::Request<T> {
+        self.context().request(message)
+    }
+}
+
+/// Result of steps 1–8: `None` for an unauthenticated request.
+#[derive(Debug, Clone)]
+struct Validated(Option<Access>);
+
+/// Middleware: validates the access headers and stores the outcome for the extractors.
+pub async fn validate(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
+    let request_id = request.extensions().get::<RequestId>().map(|r| r.0.clone());
+    match validate_headers(&app, request.headers(), request_id).await {
+        Ok(access) => {
+            request.extensions_mut().insert(Validated(access));
+            next.run(request).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+fn header<'a>(headers: &'a axum::http::HeaderMap, name: &str) -> Result<Option<&'a str>, ()> {
+    headers::read(headers, name).map_err(|_| ())
+}
+
+async fn validate_headers(
+    app: &AppState,
+    headers: &axum::http::HeaderMap,
+    request_id: Option<String>,
+) -> Result<Option<Access>, ApiError> {
+    let key_present = [
+        headers::PUBLISHABLE_CLIENT_KEY,
+        headers::SECRET_SERVER_KEY,
+        headers::SUPER_SECRET_ADMIN_KEY,
+    ]
+    .iter()
+    .any(|h| headers::present(headers, h));
+    let access_type = match header(headers, headers::ACCESS_TYPE) {
+        Ok(Some(t)) => t,
+        // Step 1 and 2. A project id or token alone is an unauthenticated request (80 §11.10).
+        Ok(None) if key_present => {
+            return Err(ApiError::new(
+                ErrorCode::ProjectKeyWithoutAccessType,
+                "A project key was sent without an access type.",
+            ))
+        }
+        Ok(None) => return Ok(None),
+        Err(()) => "\u{fffd}",
+    };
+    // Step 3.
+    let access_type: AccessType = access_type.parse().map_err(|()| {
+        ApiError::new(
+            ErrorCode::InvalidAccessType,
+            "The access type must be client, server or admin.",
+        )
+        .with_details(json!({ "access_type": access_type, "accessType": access_type }))
+    })?;
+    // Step 4.
+    let project_text = header(headers, headers::PROJECT_ID)
+        .ok()
+        .flatten()
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::AccessTypeWithoutProjectId,
+                "The project id header is required.",
+            )
+            .with_details(json!({ "request_type": access_type.as_str() }))
+        })?;
+    let project_not_found = || {
+        ApiError::new(
+            ErrorCode::CurrentProjectNotFound,
+            "The project does not exist.",
+        )
+        .with_details(json!({ "project_id": project_text }))
+    };
+    let project_id = Uuid::parse_str(project_text).ok();
+    // Step 5.
+    let user = match header(headers, headers::ACCESS_TOKEN) {
+        Ok(None) => None,
+        Err(()) => {
+            return Err(ApiError::new(
+                ErrorCode::UnparsableAccessToken,
+                "The access token could not be verified.",
+            ))
+        }
+        Ok(Some(token)) => {
+            let header_project = project_id.unwrap_or(Uuid::nil());
+            let user = app.tokens.verify(token, header_project).await?;
+            let allow = [
+                headers::ALLOW_RESTRICTED_USER,
+                headers::ALLOW_ANONYMOUS_USER,
+            ]
+            .iter()
+            .any(|h| matches!(header(headers, h), Ok(Some("true"))));
+            if user.restricted && !allow {
+                return Err(ApiError::new(
+                    ErrorCode::RestrictedUserNotAllowed,
+                    "Restricted users need the allow-restricted-user header.",
+                )
+                .with_details(json!({ "restricted_reason": { "type": "email_not_verified" } })));
+            }
+            Some(user)
+        }
+    };
+    // Step 6 and 7: one call answers both.
+    let project_id = project_id.ok_or_else(project_not_found)?;
+    let key = header(headers, access_type.key_header()).unwrap_or(Some(""));
+    let outcome = app
+        .access_cache
+        .check(project_id, access_type, key.unwrap_or(""))
+        .await?;
+    match outcome {
+        AccessOutcome::ProjectNotFound => return Err(project_not_found()),
+        AccessOutcome::Granted if key.is_some() => {}
+        _ => return Err(key_error(access_type, key.is_none(), project_id)),
+    }
+    // Step 8 (a deleted user's tokens) arrives with users, in the accounts issue.
+    Ok(Some(Access {
+        access_type,
+        project_id,
+        user,
+        request_id,
+    }))
+}
+
+fn key_error(access_type: AccessType, missing: bool, project_id: Uuid) -> ApiError {
+    let details = json!({ "project_id": project_id });
+    match (access_type, missing) {
+        (AccessType::Client, true) => ApiError::new(
+            ErrorCode::PublishableClientKeyRequiredForProject,
+            "Client access needs the publishable client key.",
+        )
+        .with_details(details),
+        (AccessType::Client, false) => ApiError::new(
+            ErrorCode::InvalidPublishableClientKey,
+            "The publishable client key is not valid.",
+        )
+        .with_details(details),
+        (AccessType::Server, true) => ApiError::new(
+            ErrorCode::ServerAuthenticationRequired,
+            "Server access needs the secret server key.",
+        ),
+        (AccessType::Server, false) => ApiError::new(
+            ErrorCode::InvalidSecretServerKey,
+            "The secret server key is not valid.",
+        )
+        .with_details(details),
+        (AccessType::Admin, true) => ApiError::new(
+            ErrorCode::AdminAuthenticationRequired,
+            "Admin access needs the super secret admin key.",
+        ),
+        (AccessType::Admin, false) => ApiError::new(
+            ErrorCode::InvalidSuperSecretAdminKey,
+            "The super secret admin key is not valid.",
+        )
+        .with_details(details),
+    }
+}
+
+fn validated(parts: &Parts) -> Option<Access> {
+    parts
+        .extensions
+        .get::<Validated>()
+        .and_then(|v| v.0.clone())
+}
+
+fn insufficient(actual: AccessType, allowed: &[AccessType]) -> ApiError {
+    ApiError::new(
+        ErrorCode::InsufficientAccessType,
+        "This endpoint does not allow this access type.",
+    )
+    .with_details(json!({
+        "actual_access_type": actual.as_str(),
+        "allowed_access_types": allowed.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
+    }))
+}
+
+/// Any authenticated access type (C, S, A).
+pub struct AnyAccess(pub Access);
+
+/// Authenticated or not (root, public routes).
+pub struct MaybeAccess(pub Option<Access>);
+
+/// Admin access only (A).
+pub struct AdminAccess(pub Access);
+
+impl<S: Send + Sync> FromRequestParts<S> for MaybeAccess {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        Ok(Self(validated(parts)))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for AnyAccess {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        validated(parts).map(Self).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::AccessTypeRequired,
+                "This endpoint needs an access type header.",
+            )
+        })
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for AdminAccess {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let AnyAccess(access) = AnyAccess::from_request_parts(parts, state).await?;
+        if access.access_type != AccessType::Admin {
+            return Err(insufficient(access.access_type, &[AccessType::Admin]));
+        }
+        Ok(Self(access))
+    }
+}

@@ -1,0 +1,80 @@
+//! `ApiError`: the only place HTTP error responses are made (00 §4). Service statuses arrive
+//! here through `CodedError::from_status`.
+
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use latchkey_shared::error::{CodedError, ErrorCode};
+use latchkey_shared::headers;
+use serde_json::{json, Value};
+
+#[derive(Debug, Clone)]
+pub struct ApiError(pub CodedError);
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self(CodedError::new(code, message))
+    }
+
+    pub fn with_details(self, details: Value) -> Self {
+        Self(self.0.with_details(details))
+    }
+
+    pub fn schema(message: impl Into<String>) -> Self {
+        Self(CodedError::schema(message))
+    }
+
+    pub fn body_parsing(message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self::new(ErrorCode::BodyParsingError, message.clone())
+            .with_details(json!({ "message": message }))
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        self.0.code
+    }
+}
+
+impl From<tonic::Status> for ApiError {
+    fn from(status: tonic::Status) -> Self {
+        let coded = CodedError::from_status(&status);
+        if coded.code == ErrorCode::InternalServerError {
+            tracing::error!(grpc_code = ?status.code(), message = status.message(), "service call failed");
+        }
+        Self(coded)
+    }
+}
+
+impl From<CodedError> for ApiError {
+    fn from(e: CodedError) -> Self {
+        Self(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = self.0.code;
+        let status =
+            StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut body = json!({ "code": code.wire(), "error": self.0.message });
+        if let Some(details) = self.0.details {
+            body["details"] = details;
+        }
+        let mut response = (status, Json(body)).into_response();
+        // SDKs honour Retry-After only on a 429 without the known-error header (80 §11.20).
+        if code != ErrorCode::RateLimited {
+            for name in headers::all_forms(headers::KNOWN_ERROR) {
+                if let (Ok(name), Ok(value)) = (
+                    HeaderName::try_from(name),
+                    HeaderValue::from_str(code.wire()),
+                ) {
+                    response.headers_mut().insert(name, value);
+                }
+            }
+        }
+        response.extensions_mut().insert(code);
+        response
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,99 @@
+//! Strict body and query extractors (00 §1): our error envelope for every rejection, unknown
+//! fields refused, the accepted content types and nothing else.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+
+/// A JSON object body deserialized into `T` (which should deny unknown fields).
+pub struct Json<T>(pub T);
+
+/// The body as parsed JSON, for routes that pass a document through (settings).
+pub struct JsonValue(pub Value);
+
+async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Value, ApiError> {
+    let content_type = request
+        .headers()
+        .get(CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or("\u{fffd}").to_ascii_lowercase());
+    let bytes = Bytes::from_request(request, state).await.map_err(|e| {
+        if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                latchkey_shared::error::ErrorCode::PayloadTooLarge,
+                "The request body is too large.",
+            )
+        } else {
+            ApiError::body_parsing("The request body could not be read.")
+        }
+    })?;
+    let mime = content_type
+        .as_deref()
+        .map(|c| c.split(';').next().unwrap_or("").trim().to_owned());
+    let value = match mime.as_deref() {
+        _ if bytes.is_empty() => return Err(ApiError::schema("A JSON object body is required.")),
+        // A text/plain body is parsed as JSON too (80 §11.19).
+        None | Some("application/json") | Some("text/plain") => {
+            serde_json::from_slice::<Value>(&bytes)
+                .map_err(|e| ApiError::body_parsing(format!("Malformed JSON: {e}")))?
+        }
+        Some("application/x-www-form-urlencoded") => {
+            let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes)
+                .map_err(|e| ApiError::body_parsing(format!("Malformed form body: {e}")))?;
+            Value::Object(
+                pairs
+                    .into_iter()
+                    .map(|(k, v)| (k, Value::String(v)))
+                    .collect::<Map<_, _>>(),
+            )
+        }
+        Some(other) => {
+            return Err(ApiError::body_parsing(format!(
+                "Unsupported content type: {other}"
+            )))
+        }
+    };
+    if !value.is_object() {
+        return Err(ApiError::schema("The body must be a JSON object."));
+    }
+    Ok(value)
+}
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let value = read_body(request, state).await?;
+        serde_json::from_value(value)
+            .map(Json)
+            .map_err(|e| ApiError::schema(format!("Invalid body: {e}")))
+    }
+}
+
+impl<S: Send + Sync> FromRequest<S> for JsonValue {
+    type Rejection = ApiError;
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        read_body(request, state).await.map(JsonValue)
+    }
+}
+
+/// Query parameters deserialized into `T` (which should deny unknown fields).
+pub struct Query<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or("");
+        serde_urlencoded::from_str(query)
+            .map(Query)
+            .map_err(|e| ApiError::schema(format!("Invalid query: {e}")))
+    }
+}
+
+/// No query parameters allowed.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoQuery {}

@@ -1,0 +1,159 @@
+//! Latchkey's HTTP gateway: validates access headers, turns REST calls into gRPC calls on the
+//! services and service errors into the JSON envelope. The binary in `main.rs` composes it with
+//! the services.
+
+/// Access-header validation, key cache and token verification.
+pub mod access;
+/// The only place HTTP error responses are made.
+pub mod error;
+/// Strict JSON body and query extractors.
+pub mod extract;
+/// Prometheus metrics.
+pub mod metrics;
+/// The OpenAPI document.
+pub mod openapi;
+/// Request ids.
+pub mod request_id;
+/// Route handlers by spec area.
+pub mod routes;
+/// Shared state: service clients, caches, settings.
+pub mod state;
+/// The whole system in one process (embedded mode, tests).
+pub mod system;
+
+use axum::extract::Request;
+use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
+use axum::middleware::{from_fn, from_fn_with_state, Next};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use latchkey_shared::error::ErrorCode;
+use latchkey_shared::headers;
+
+pub use error::ApiError;
+pub use state::{AppState, GatewayConfig};
+
+/// The whole HTTP surface.
+pub fn router(state: AppState) -> Router {
+    let max_body = state.config.max_body_bytes;
+    Router::new()
+        .merge(routes::api(state.clone()))
+        .merge(routes::operations())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(state.clone(), metrics::record))
+        .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .layer(from_fn(finalize))
+        .layer(from_fn(request_id::assign))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "No such route.")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "This route does not accept that method.",
+    )
+}
+
+fn cors_allow_headers() -> String {
+    let mut names = vec!["content-type".to_owned(), "authorization".to_owned()];
+    for h in headers::REQUEST_HEADERS {
+        names.extend(headers::all_forms(h));
+    }
+    names.join(", ")
+}
+
+fn cors_expose_headers() -> String {
+    let mut names = vec!["content-type".to_owned()];
+    for h in [
+        headers::ACTUAL_STATUS,
+        headers::KNOWN_ERROR,
+        headers::REQUEST_ID,
+    ] {
+        names.extend(headers::all_forms(h));
+    }
+    names.extend(
+        [
+            "retry-after",
+            "ratelimit-limit",
+            "ratelimit-remaining",
+            "ratelimit-reset",
+        ]
+        .map(String::from),
+    );
+    names.join(", ")
+}
+
+/// Applies what every response carries: CORS, `Cache-Control`, the preflight answer, and the
+/// override-error-status rule (00 §2).
+async fn finalize(request: Request, next: Next) -> Response {
+    let is_api = request.uri().path().starts_with("/api/");
+    if request.method() == Method::OPTIONS && is_api {
+        let mut response = StatusCode::OK.into_response();
+        cors(&mut response);
+        return response;
+    }
+    let override_status = headers::present(request.headers(), headers::OVERRIDE_ERROR_STATUS);
+    let mut response = next.run(request).await;
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE
+        && response.extensions().get::<ErrorCode>().is_none()
+    {
+        response = ApiError::new(ErrorCode::PayloadTooLarge, "The request body is too large.")
+            .into_response();
+    }
+    if is_api {
+        cors(&mut response);
+    }
+    response
+        .headers_mut()
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store, max-age=0"));
+    if override_status && response.status().is_client_error() {
+        let actual = response.status().as_u16().to_string();
+        for name in headers::all_forms(headers::ACTUAL_STATUS) {
+            if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::from_str(&actual)) {
+                response.headers_mut().insert(n, v);
+            }
+        }
+        *response.status_mut() = StatusCode::OK;
+    }
+    response
+}
+
+fn cors(response: &mut Response) {
+    let h = response.headers_mut();
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, PUT, PATCH, DELETE, OPTIONS"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&cors_allow_headers()) {
+        h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&cors_expose_headers()) {
+        h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, v);
+    }
+    h.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("86400"),
+    );
+}
+
+/// Serves the gateway on `listener` until `shutdown` resolves, finishing in-flight requests.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}

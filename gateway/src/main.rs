@@ -1,0 +1,372 @@
+//! The `latchkey` binary. Without a subcommand it runs the embedded all-in-one system;
+//! `serve <component>` runs one component for production; `projects` and `migrate` are
+//! operator commands against the configured storage (80 §1).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use latchkey_gateway::system::{self, Databases, SystemConfig};
+use latchkey_gateway::{AppState, GatewayConfig};
+use latchkey_shared::config::Common;
+use latchkey_shared::grpc::Deps;
+use serde_json::json;
+
+#[derive(Parser)]
+#[command(
+    name = "latchkey",
+    version,
+    about = "Self-hostable authentication and team membership"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+
+    /// Directory for the embedded SQLite files and project.json.
+    #[arg(
+        long,
+        env = "LATCHKEY_DATA_DIR",
+        default_value = "./latchkey-data",
+        global = true
+    )]
+    data_dir: PathBuf,
+
+    /// Address the gateway listens on.
+    #[arg(
+        long,
+        env = "LATCHKEY_HTTP_ADDR",
+        default_value = "127.0.0.1:8102",
+        global = true
+    )]
+    http_addr: String,
+
+    /// Public base URL of the gateway (token issuers); default `http://<http addr>`.
+    #[arg(long, env = "LATCHKEY_PUBLIC_URL", global = true)]
+    public_url: Option<String>,
+
+    /// Largest accepted request body, in bytes.
+    #[arg(long, env = "LATCHKEY_MAX_BODY_BYTES", default_value_t = 1 << 20, global = true)]
+    max_body_bytes: usize,
+
+    #[command(flatten)]
+    databases: DatabaseArgs,
+
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Each service's database. Unset: a SQLite file in the data directory.
+#[derive(clap::Args)]
+struct DatabaseArgs {
+    #[arg(
+        long,
+        env = "LATCHKEY_AUTH_DATABASE_URL",
+        hide_env_values = true,
+        global = true
+    )]
+    auth_database_url: Option<String>,
+    #[arg(
+        long,
+        env = "LATCHKEY_TEAMS_DATABASE_URL",
+        hide_env_values = true,
+        global = true
+    )]
+    teams_database_url: Option<String>,
+    #[arg(
+        long,
+        env = "LATCHKEY_CONTACTS_DATABASE_URL",
+        hide_env_values = true,
+        global = true
+    )]
+    contacts_database_url: Option<String>,
+    #[arg(
+        long,
+        env = "LATCHKEY_WEBHOOKS_DATABASE_URL",
+        hide_env_values = true,
+        global = true
+    )]
+    webhooks_database_url: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one component (production).
+    Serve {
+        component: Component,
+        /// gRPC listen address of a service.
+        #[arg(long, env = "LATCHKEY_GRPC_ADDR", default_value = "0.0.0.0:50051")]
+        grpc_addr: String,
+        /// Where the gateway finds each service.
+        #[arg(long, env = "LATCHKEY_AUTH_ADDR", default_value = "127.0.0.1:50051")]
+        auth_addr: String,
+        #[arg(long, env = "LATCHKEY_TEAMS_ADDR", default_value = "127.0.0.1:50052")]
+        teams_addr: String,
+        #[arg(
+            long,
+            env = "LATCHKEY_CONTACTS_ADDR",
+            default_value = "127.0.0.1:50053"
+        )]
+        contacts_addr: String,
+        #[arg(
+            long,
+            env = "LATCHKEY_WEBHOOKS_ADDR",
+            default_value = "127.0.0.1:50054"
+        )]
+        webhooks_addr: String,
+    },
+    /// Manage projects directly in the auth database.
+    Projects {
+        #[command(subcommand)]
+        command: ProjectsCommand,
+    },
+    /// Apply every service's migrations and exit.
+    Migrate,
+}
+
+#[derive(Subcommand)]
+enum ProjectsCommand {
+    /// Create a project with default settings and one key set; prints its keys as JSON.
+    Create {
+        #[arg(long)]
+        display_name: String,
+    },
+    /// List projects as JSON lines.
+    List,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Component {
+    Gateway,
+    Auth,
+    Teams,
+    Contacts,
+    Webhooks,
+}
+
+impl Cli {
+    fn databases(&self) -> Databases {
+        let local = Databases::sqlite_in(&self.data_dir);
+        let d = &self.databases;
+        Databases {
+            auth: d.auth_database_url.clone().unwrap_or(local.auth),
+            teams: d.teams_database_url.clone().unwrap_or(local.teams),
+            contacts: d.contacts_database_url.clone().unwrap_or(local.contacts),
+            webhooks: d.webhooks_database_url.clone().unwrap_or(local.webhooks),
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    latchkey_shared::telemetry::init();
+    let cli = Cli::parse();
+    match &cli.command {
+        None => embedded(&cli).await,
+        Some(Command::Serve {
+            component,
+            grpc_addr,
+            auth_addr,
+            teams_addr,
+            contacts_addr,
+            webhooks_addr,
+        }) => {
+            let token =
+                cli.common.internal_token.clone().ok_or_else(|| {
+                    anyhow::anyhow!("LATCHKEY_INTERNAL_TOKEN is required for serve")
+                })?;
+            let dbs = cli.databases();
+            if matches!(component, Component::Gateway) {
+                let state = AppState::new(GatewayConfig {
+                    auth_addr: auth_addr.clone(),
+                    teams_addr: teams_addr.clone(),
+                    contacts_addr: contacts_addr.clone(),
+                    webhooks_addr: webhooks_addr.clone(),
+                    internal_token: token,
+                    public_url: cli
+                        .public_url
+                        .clone()
+                        .unwrap_or_else(|| format!("http://{}", cli.http_addr)),
+                    max_body_bytes: cli.max_body_bytes,
+                    key_cache_ttl: Duration::from_secs(2),
+                })?;
+                let listener = tokio::net::TcpListener::bind(&cli.http_addr).await?;
+                tracing::info!(addr = %listener.local_addr()?, "gateway listening");
+                return latchkey_gateway::serve(listener, state, shutdown_signal()).await;
+            }
+            let deps = Deps {
+                bus: system::bus(cli.common.amqp_url.as_ref()).await?,
+                clock: latchkey_shared::clock::system(),
+                internal_token: token,
+            };
+            let listener = tokio::net::TcpListener::bind(grpc_addr).await?;
+            tracing::info!(addr = %listener.local_addr()?, "service listening");
+            let stop = shutdown_signal();
+            match component {
+                Component::Auth => {
+                    latchkey_auth::serve(
+                        latchkey_auth::Config {
+                            database_url: dbs.auth,
+                        },
+                        deps,
+                        listener,
+                        stop,
+                    )
+                    .await
+                }
+                Component::Teams => {
+                    latchkey_teams::serve(
+                        latchkey_teams::Config {
+                            database_url: dbs.teams,
+                        },
+                        deps,
+                        listener,
+                        stop,
+                    )
+                    .await
+                }
+                Component::Contacts => {
+                    latchkey_contacts::serve(
+                        latchkey_contacts::Config {
+                            database_url: dbs.contacts,
+                        },
+                        deps,
+                        listener,
+                        stop,
+                    )
+                    .await
+                }
+                Component::Webhooks => {
+                    latchkey_webhooks::serve(
+                        latchkey_webhooks::Config {
+                            database_url: dbs.webhooks,
+                        },
+                        deps,
+                        listener,
+                        stop,
+                    )
+                    .await
+                }
+                Component::Gateway => Ok(()),
+            }
+        }
+        Some(Command::Projects { command }) => {
+            std::fs::create_dir_all(&cli.data_dir)?;
+            let url = cli.databases().auth;
+            match command {
+                ProjectsCommand::Create { display_name } => {
+                    let p = latchkey_auth::operator::create_project(
+                        &url,
+                        latchkey_shared::clock::system(),
+                        display_name,
+                    )
+                    .await?;
+                    println!("{}", credentials_json(&p));
+                }
+                ProjectsCommand::List => {
+                    for p in latchkey_auth::operator::list_projects(&url).await? {
+                        println!(
+                            "{}",
+                            json!({"id": p.id, "display_name": p.display_name, "created_at_millis": p.created_at_millis})
+                        );
+                    }
+                }
+            }
+            Ok(())
+        }
+        Some(Command::Migrate) => {
+            std::fs::create_dir_all(&cli.data_dir)?;
+            let dbs = cli.databases();
+            latchkey_auth::operator::migrate(&dbs.auth).await?;
+            latchkey_teams::migrate(&dbs.teams).await?;
+            latchkey_contacts::migrate(&dbs.contacts).await?;
+            latchkey_webhooks::migrate(&dbs.webhooks).await?;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
+    }
+}
+
+fn credentials_json(p: &latchkey_proto::auth::v1::CreatedProject) -> serde_json::Value {
+    json!({
+        "project_id": p.project_id,
+        "publishable_client_key": p.publishable_client_key,
+        "secret_server_key": p.secret_server_key,
+        "super_secret_admin_key": p.super_secret_admin_key,
+    })
+}
+
+/// Embedded mode: everything in this process on SQLite; a default project on first start.
+async fn embedded(cli: &Cli) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&cli.data_dir)?;
+    let running = system::start(SystemConfig {
+        http_addr: cli.http_addr.clone(),
+        public_url: cli.public_url.clone(),
+        databases: cli.databases(),
+        amqp_url: cli.common.amqp_url.clone(),
+        max_body_bytes: cli.max_body_bytes,
+        key_cache_ttl: Duration::from_secs(2),
+    })
+    .await?;
+    let project_file = cli.data_dir.join("project.json");
+    let credentials = if project_file.exists() {
+        serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&project_file)?)?
+    } else {
+        let mut auth = running.auth_client()?;
+        let created = auth
+            .create_project(latchkey_proto::auth::v1::CreateProjectRequest {
+                display_name: "Default project".into(),
+            })
+            .await?
+            .into_inner();
+        let credentials = credentials_json(&created);
+        write_private(&project_file, &serde_json::to_string_pretty(&credentials)?)?;
+        credentials
+    };
+    println!(
+        "Latchkey is running at http://{}/api/v1/",
+        running.http_addr
+    );
+    println!("Project credentials (also in {}):", project_file.display());
+    println!("{}", serde_json::to_string_pretty(&credentials)?);
+    let mut running = running;
+    tokio::select! {
+        _ = shutdown_signal() => {}
+        name = running.any_stopped() => tracing::error!(component = name, "a component stopped unexpectedly"),
+    }
+    running.shutdown().await
+}
+
+/// Writes a file readable by its owner only (it holds keys).
+fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down");
+}

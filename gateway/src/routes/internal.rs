@@ -1,0 +1,160 @@
+//! Admin routes for the project's settings (80 §2) and key sets (80 §3).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use latchkey_proto::auth::v1::{self as pb, Empty};
+use latchkey_shared::error::ErrorCode;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::access::AdminAccess;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{self, JsonValue, NoQuery, Query};
+use crate::state::AppState;
+
+fn parse_settings(json: &str) -> ApiResult<Json<Value>> {
+    serde_json::from_str(json)
+        .map(Json)
+        .map_err(|_| ApiError::new(ErrorCode::InternalServerError, "Bad settings document."))
+}
+
+#[utoipa::path(get, path = "/api/v1/internal/project", tag = "admin",
+    responses((status = 200, description = "Full project settings, secrets omitted")))]
+pub async fn get_project(
+    State(app): State<AppState>,
+    AdminAccess(access): AdminAccess,
+    _: Query<NoQuery>,
+) -> ApiResult<Json<Value>> {
+    let settings = app
+        .auth
+        .clone()
+        .get_settings(access.request(Empty {}))
+        .await?
+        .into_inner();
+    parse_settings(&settings.json)
+}
+
+#[utoipa::path(patch, path = "/api/v1/internal/project", tag = "admin",
+    request_body(content = Object, description = "Any subset of the settings"),
+    responses((status = 200, description = "Full settings after the change"), (status = 400, description = "SCHEMA_ERROR")))]
+pub async fn update_project(
+    State(app): State<AppState>,
+    AdminAccess(access): AdminAccess,
+    _: Query<NoQuery>,
+    JsonValue(patch): JsonValue,
+) -> ApiResult<Json<Value>> {
+    let request = access.request(pb::UpdateSettingsRequest {
+        patch_json: patch.to_string(),
+    });
+    let settings = app
+        .auth
+        .clone()
+        .update_settings(request)
+        .await?
+        .into_inner();
+    parse_settings(&settings.json)
+}
+
+fn key_set_json(key: &pb::ApiKey) -> Value {
+    let tail = |t: &Option<pb::KeyTail>| t.as_ref().map(|t| json!({ "last_four": t.last_four }));
+    json!({
+        "id": key.id,
+        "description": key.description,
+        "created_at_millis": key.created_at_millis,
+        "expires_at_millis": key.expires_at_millis,
+        "revoked": key.revoked,
+        "publishable_client_key": tail(&key.publishable_client_key),
+        "secret_server_key": tail(&key.secret_server_key),
+        "super_secret_admin_key": tail(&key.super_secret_admin_key),
+    })
+}
+
+#[utoipa::path(get, path = "/api/v1/internal/api-keys", tag = "admin",
+    responses((status = 200, description = "Key sets of the project (last four characters only)")))]
+pub async fn list_api_keys(
+    State(app): State<AppState>,
+    AdminAccess(access): AdminAccess,
+    _: Query<NoQuery>,
+) -> ApiResult<Json<Value>> {
+    let list = app
+        .auth
+        .clone()
+        .list_api_keys(access.request(Empty {}))
+        .await?
+        .into_inner();
+    let items: Vec<Value> = list.items.iter().map(key_set_json).collect();
+    Ok(Json(json!({ "items": items, "is_paginated": false })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateApiKey {
+    description: String,
+    expires_at_millis: Option<i64>,
+    has_publishable_client_key: bool,
+    has_secret_server_key: bool,
+    has_super_secret_admin_key: bool,
+}
+
+#[utoipa::path(post, path = "/api/v1/internal/api-keys", tag = "admin",
+    request_body(content = Object, description = "description, expires_at_millis?, has_publishable_client_key, has_secret_server_key, has_super_secret_admin_key"),
+    responses((status = 201, description = "The new key set with its full keys, shown once")))]
+pub async fn create_api_key(
+    State(app): State<AppState>,
+    AdminAccess(access): AdminAccess,
+    _: Query<NoQuery>,
+    extract::Json(body): extract::Json<CreateApiKey>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let request = access.request(pb::CreateApiKeyRequest {
+        description: body.description,
+        expires_at_millis: body.expires_at_millis,
+        has_publishable_client_key: body.has_publishable_client_key,
+        has_secret_server_key: body.has_secret_server_key,
+        has_super_secret_admin_key: body.has_super_secret_admin_key,
+    });
+    let created = app.auth.clone().create_api_key(request).await?.into_inner();
+    let mut out = created
+        .key
+        .as_ref()
+        .map(key_set_json)
+        .unwrap_or_else(|| json!({}));
+    out["publishable_client_key"] = json!(created.publishable_client_key);
+    out["secret_server_key"] = json!(created.secret_server_key);
+    out["super_secret_admin_key"] = json!(created.super_secret_admin_key);
+    Ok((StatusCode::CREATED, Json(out)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateApiKey {
+    description: Option<String>,
+    revoked: Option<bool>,
+}
+
+#[utoipa::path(patch, path = "/api/v1/internal/api-keys/{api_key_id}", tag = "admin",
+    params(("api_key_id" = String, Path, description = "Key set id")),
+    request_body(content = Object, description = "description?, revoked? (true only)"),
+    responses((status = 200, description = "The key set"), (status = 404, description = "API_KEY_NOT_FOUND")))]
+pub async fn update_api_key(
+    State(app): State<AppState>,
+    AdminAccess(access): AdminAccess,
+    Path(api_key_id): Path<String>,
+    _: Query<NoQuery>,
+    extract::Json(body): extract::Json<UpdateApiKey>,
+) -> ApiResult<Json<Value>> {
+    if body.revoked == Some(false) {
+        return Err(ApiError::schema("revoked can only be set to true."));
+    }
+    if uuid::Uuid::parse_str(&api_key_id).is_err() {
+        return Err(ApiError::new(ErrorCode::ApiKeyNotFound, "No such key set.")
+            .with_details(json!({ "api_key_id": api_key_id })));
+    }
+    let request = access.request(pb::UpdateApiKeyRequest {
+        id: api_key_id,
+        description: body.description,
+        revoked: body.revoked,
+    });
+    let key = app.auth.clone().update_api_key(request).await?.into_inner();
+    Ok(Json(key_set_json(&key)))
+}

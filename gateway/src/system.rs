@@ -1,0 +1,232 @@
+//! Composition of the whole system: the four services and the gateway, each on its own
+//! loopback listener, in this process. Embedded mode runs it on SQLite with the in-process bus;
+//! tests also run it on Postgres and RabbitMQ. Production runs each component as its own
+//! process (`latchkey serve <component>`), through the same `serve` functions.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use latchkey_shared::clock;
+use latchkey_shared::events::amqp::AmqpBus;
+use latchkey_shared::events::in_process::InProcessBus;
+use latchkey_shared::events::SharedBus;
+use latchkey_shared::grpc::Deps;
+use secrecy::{ExposeSecret, SecretString};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::state::{AppState, GatewayConfig};
+
+/// Database URLs of the four services.
+#[derive(Debug, Clone)]
+pub struct Databases {
+    pub auth: String,
+    pub teams: String,
+    pub contacts: String,
+    pub webhooks: String,
+}
+
+impl Databases {
+    /// One SQLite file per service in `dir`.
+    pub fn sqlite_in(dir: &std::path::Path) -> Self {
+        let url = |name: &str| format!("sqlite://{}", dir.join(format!("{name}.db")).display());
+        Self {
+            auth: url("auth"),
+            teams: url("teams"),
+            contacts: url("contacts"),
+            webhooks: url("webhooks"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SystemConfig {
+    pub http_addr: String,
+    /// Public base URL; defaults to `http://<bound address>`.
+    pub public_url: Option<String>,
+    pub databases: Databases,
+    /// RabbitMQ; `None` selects the in-process bus.
+    pub amqp_url: Option<SecretString>,
+    pub max_body_bytes: usize,
+    pub key_cache_ttl: Duration,
+}
+
+/// A running system; dropping it does not stop it, `shutdown` does.
+pub struct Running {
+    pub http_addr: SocketAddr,
+    pub grpc_addrs: Vec<(&'static str, SocketAddr)>,
+    pub internal_token: SecretString,
+    stop: watch::Sender<bool>,
+    tasks: Vec<(&'static str, JoinHandle<anyhow::Result<()>>)>,
+}
+
+/// A future that resolves once `stop` flips to true.
+pub fn stopped(
+    mut stop: watch::Receiver<bool>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    async move {
+        let _ = stop.wait_for(|s| *s).await;
+    }
+}
+
+/// Chooses the bus: RabbitMQ when a URL is configured (checked now), else in-process.
+pub async fn bus(amqp_url: Option<&SecretString>) -> anyhow::Result<SharedBus> {
+    Ok(match amqp_url {
+        Some(url) => {
+            let bus = AmqpBus::new(url.expose_secret());
+            bus.check().await?;
+            Arc::new(bus)
+        }
+        None => Arc::new(InProcessBus::new()),
+    })
+}
+
+pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
+    let internal_token = SecretString::from(latchkey_shared::crypto::random_base32(45));
+    let deps = Deps {
+        bus: bus(cfg.amqp_url.as_ref()).await?,
+        clock: clock::system(),
+        internal_token: internal_token.clone(),
+    };
+    let (stop, stop_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+    let mut grpc_addrs = Vec::new();
+
+    macro_rules! start_service {
+        ($name:literal, $krate:ident, $url:expr) => {{
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            grpc_addrs.push(($name, listener.local_addr()?));
+            let cfg = $krate::Config {
+                database_url: $url.clone(),
+            };
+            let task = tokio::spawn($krate::serve(
+                cfg,
+                deps.clone(),
+                listener,
+                stopped(stop_rx.clone()),
+            ));
+            tasks.push(($name, task));
+        }};
+    }
+    start_service!("auth", latchkey_auth, cfg.databases.auth);
+    start_service!("teams", latchkey_teams, cfg.databases.teams);
+    start_service!("contacts", latchkey_contacts, cfg.databases.contacts);
+    start_service!("webhooks", latchkey_webhooks, cfg.databases.webhooks);
+
+    let listener = tokio::net::TcpListener::bind(&cfg.http_addr).await?;
+    let http_addr = listener.local_addr()?;
+    let addr = |name: &str| {
+        grpc_addrs
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, a)| a.to_string())
+            .unwrap_or_default()
+    };
+    let state = AppState::new(GatewayConfig {
+        auth_addr: addr("auth"),
+        teams_addr: addr("teams"),
+        contacts_addr: addr("contacts"),
+        webhooks_addr: addr("webhooks"),
+        internal_token: internal_token.clone(),
+        public_url: cfg
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{http_addr}")),
+        max_body_bytes: cfg.max_body_bytes,
+        key_cache_ttl: cfg.key_cache_ttl,
+    })?;
+    tasks.push((
+        "gateway",
+        tokio::spawn(crate::serve(listener, state, stopped(stop_rx.clone()))),
+    ));
+    let running = Running {
+        http_addr,
+        grpc_addrs,
+        internal_token,
+        stop,
+        tasks,
+    };
+    running.wait_ready().await?;
+    Ok(running)
+}
+
+impl Running {
+    /// Waits until every service answers health and the gateway answers `GET /api/v1/`.
+    async fn wait_ready(&self) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some((name, task)) = self.tasks.iter().find(|(_, t)| t.is_finished()) {
+                let _ = task;
+                anyhow::bail!("component {name} stopped during start-up; see the log above");
+            }
+            let mut all = true;
+            for (_, addr) in &self.grpc_addrs {
+                let channel = latchkey_shared::grpc::lazy_channel(&addr.to_string())?;
+                let mut client = tonic_health::pb::health_client::HealthClient::new(channel);
+                let ok = client
+                    .check(tonic_health::pb::HealthCheckRequest {
+                        service: String::new(),
+                    })
+                    .await
+                    .is_ok_and(|r| {
+                        r.into_inner().status()
+                            == tonic_health::pb::health_check_response::ServingStatus::Serving
+                    });
+                all &= ok;
+            }
+            if all {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                anyhow::bail!("services did not become ready within 60 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// An auth client authenticated as an internal component.
+    pub fn auth_client(&self) -> anyhow::Result<crate::state::AuthClient> {
+        let addr = self
+            .grpc_addrs
+            .iter()
+            .find(|(n, _)| *n == "auth")
+            .map(|(_, a)| a.to_string())
+            .unwrap_or_default();
+        let caller = latchkey_shared::grpc::PresentCaller::new(&self.internal_token)?;
+        Ok(
+            latchkey_proto::auth::v1::projects_client::ProjectsClient::with_interceptor(
+                latchkey_shared::grpc::lazy_channel(&addr)?,
+                caller,
+            ),
+        )
+    }
+
+    /// Stops every component gracefully and waits for them; reports the first failure.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(true);
+        let mut first_error = None;
+        for (name, task) in self.tasks {
+            match task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(anyhow::anyhow!("{name}: {e}"));
+                }
+                Err(e) => {
+                    first_error.get_or_insert(anyhow::anyhow!("{name} panicked: {e}"));
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Resolves when any component stops on its own (which is a failure while running).
+    pub async fn any_stopped(&mut self) -> &'static str {
+        loop {
+            if let Some((name, _)) = self.tasks.iter().find(|(_, t)| t.is_finished()) {
+                return name;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}

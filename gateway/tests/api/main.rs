@@ -1,0 +1,10 @@
+//! Gateway integration tests: ONE binary (link time on two cores). Each test boots the real
+//! system on port 0 — in embedded mode (SQLite, in-process bus) and in distributed mode
+//! (its own Postgres databases and RabbitMQ vhost) — and drops what it made.
+
+mod helpers;
+
+mod access;
+mod basics;
+mod cli;
+mod projects;

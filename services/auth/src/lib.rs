@@ -1,0 +1,103 @@
+//! The auth service. This part: projects, their settings, key sets and signing keys.
+//! Public surface: `Config`, `serve`, and the operator functions the CLI uses.
+
+mod domain;
+mod error;
+mod grpc;
+mod store;
+
+use std::sync::Arc;
+
+use latchkey_proto::auth::v1::projects_server::ProjectsServer;
+use latchkey_shared::clock::SharedClock;
+use latchkey_shared::db::{Database, Migrations};
+use latchkey_shared::grpc::Deps;
+
+use crate::store::{PostgresStore, ProjectStore, SqliteStore};
+
+/// The gRPC service name health reports on.
+pub const SERVICE_NAME: &str = "latchkey.auth.v1.Projects";
+
+static MIGRATIONS: Migrations = Migrations {
+    postgres: &sqlx::migrate!("migrations/postgres"),
+    sqlite: &sqlx::migrate!("migrations/sqlite"),
+};
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `postgres://…` or `sqlite://…` for this service's own database.
+    pub database_url: String,
+}
+
+fn store_for(db: &Database) -> Arc<dyn ProjectStore> {
+    match db {
+        Database::Postgres(pool) => Arc::new(PostgresStore::new(pool.clone())),
+        Database::Sqlite(pool) => Arc::new(SqliteStore::new(pool.clone())),
+    }
+}
+
+/// Migrates the database, then serves gRPC on `listener` and relays the outbox until
+/// `shutdown` resolves.
+pub async fn serve(
+    cfg: Config,
+    deps: Deps,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let clock = deps.clock.clone();
+    let routes = |db: Database| {
+        let service = grpc::Projects::new(store_for(&db), clock);
+        latchkey_shared::grpc::authenticated(ProjectsServer::new(service), &deps)
+    };
+    latchkey_shared::grpc::run_service(
+        SERVICE_NAME,
+        MIGRATIONS,
+        &cfg.database_url,
+        &deps,
+        listener,
+        shutdown,
+        routes,
+    )
+    .await
+}
+
+/// Operator functions for the `latchkey` CLI (80 §1), straight against the database.
+pub mod operator {
+    use super::*;
+    use latchkey_proto::auth::v1::{CreatedProject, ProjectSummary};
+
+    pub async fn migrate(database_url: &str) -> anyhow::Result<()> {
+        Database::connect_and_migrate(database_url, MIGRATIONS)
+            .await?
+            .close()
+            .await;
+        Ok(())
+    }
+
+    pub async fn create_project(
+        database_url: &str,
+        clock: SharedClock,
+        display_name: &str,
+    ) -> anyhow::Result<CreatedProject> {
+        let db = Database::connect_and_migrate(database_url, MIGRATIONS).await?;
+        let created = domain::projects::create(&*store_for(&db), &*clock, display_name)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        db.close().await;
+        Ok(grpc::created_project_to_pb(created))
+    }
+
+    pub async fn list_projects(database_url: &str) -> anyhow::Result<Vec<ProjectSummary>> {
+        let db = Database::connect_and_migrate(database_url, MIGRATIONS).await?;
+        let projects = store_for(&db).projects().await?;
+        db.close().await;
+        Ok(projects
+            .into_iter()
+            .map(|p| ProjectSummary {
+                id: p.id.to_string(),
+                display_name: p.display_name,
+                created_at_millis: p.created_at_millis,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,124 @@
+//! Storage for the projects part of auth, behind one narrow trait. The SQL is the same on both
+//! backends, so one macro body is instantiated for each pool type (`sql.rs`); what differs
+//! between the backends lives in the migrations.
+
+#[cfg(test)]
+mod contract;
+mod sql;
+
+use uuid::Uuid;
+
+pub use sql::{PostgresStore, SqliteStore};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("already exists")]
+    Conflict,
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Project {
+    pub id: Uuid,
+    pub display_name: String,
+    pub settings: String,
+    pub settings_version: i64,
+    pub created_at_millis: i64,
+}
+
+/// The three kinds of API key (80 §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    Client,
+    Server,
+    Admin,
+}
+
+impl KeyKind {
+    /// Column holding this kind's hash; a fixed string, never user input.
+    fn hash_column(self) -> &'static str {
+        match self {
+            Self::Client => "client_key_hash",
+            Self::Server => "server_key_hash",
+            Self::Admin => "admin_key_hash",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct KeySet {
+    pub project_id: Uuid,
+    pub id: Uuid,
+    pub description: String,
+    pub created_at_millis: i64,
+    pub expires_at_millis: Option<i64>,
+    pub revoked_at_millis: Option<i64>,
+    pub client_key_hash: Option<String>,
+    pub client_key_last_four: Option<String>,
+    pub server_key_hash: Option<String>,
+    pub server_key_last_four: Option<String>,
+    pub admin_key_hash: Option<String>,
+    pub admin_key_last_four: Option<String>,
+}
+
+impl KeySet {
+    pub fn hash_of(&self, kind: KeyKind) -> Option<&str> {
+        match kind {
+            KeyKind::Client => self.client_key_hash.as_deref(),
+            KeyKind::Server => self.server_key_hash.as_deref(),
+            KeyKind::Admin => self.admin_key_hash.as_deref(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct SigningKey {
+    pub project_id: Uuid,
+    pub kid: String,
+    pub audience: String,
+    pub private_key: Vec<u8>,
+    pub public_x: String,
+    pub public_y: String,
+    pub created_at_millis: i64,
+}
+
+/// Everything a new project starts with, written in one transaction.
+#[derive(Debug, Clone)]
+pub struct NewProject {
+    pub project: Project,
+    pub key_set: KeySet,
+    pub signing_keys: Vec<SigningKey>,
+}
+
+#[async_trait::async_trait]
+pub trait ProjectStore: Send + Sync {
+    async fn insert_project(&self, new: &NewProject) -> Result<(), StoreError>;
+    async fn projects(&self) -> Result<Vec<Project>, StoreError>;
+    async fn project(&self, id: Uuid) -> Result<Option<Project>, StoreError>;
+    /// Writes settings if the stored version is still `expected_version`; false if it moved.
+    async fn save_settings(
+        &self,
+        id: Uuid,
+        expected_version: i64,
+        display_name: &str,
+        settings: &str,
+    ) -> Result<bool, StoreError>;
+    async fn key_set_by_hash(
+        &self,
+        project_id: Uuid,
+        kind: KeyKind,
+        hash: &str,
+    ) -> Result<Option<KeySet>, StoreError>;
+    async fn key_sets(&self, project_id: Uuid) -> Result<Vec<KeySet>, StoreError>;
+    async fn insert_key_set(&self, key_set: &KeySet) -> Result<(), StoreError>;
+    /// Applies the given changes; `None` when the key set does not exist.
+    async fn update_key_set(
+        &self,
+        project_id: Uuid,
+        id: Uuid,
+        description: Option<&str>,
+        revoked_at_millis: Option<i64>,
+    ) -> Result<Option<KeySet>, StoreError>;
+    async fn signing_keys(&self, project_id: Uuid) -> Result<Vec<SigningKey>, StoreError>;
+}

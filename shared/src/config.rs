@@ -1,0 +1,17 @@
+//! Settings every component reads, from flags or `LATCHKEY_*` environment variables.
+
+use secrecy::SecretString;
+
+/// Connection to the event bus and the credential between components.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Common {
+    /// RabbitMQ URL (`amqp://user:pass@host:5672/vhost`). Absent: the in-process bus, which only
+    /// works when every component runs in one process (embedded mode).
+    #[arg(long, env = "LATCHKEY_AMQP_URL", hide_env_values = true)]
+    pub amqp_url: Option<SecretString>,
+
+    /// Token the components present to each other's gRPC APIs. Required in production; embedded
+    /// mode makes a random one per start.
+    #[arg(long, env = "LATCHKEY_INTERNAL_TOKEN", hide_env_values = true)]
+    pub internal_token: Option<SecretString>,
+}

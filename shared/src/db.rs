@@ -1,0 +1,125 @@
+//! Connecting to a service's own database and migrating it. The URL picks the backend:
+//! `postgres://…` in production, `sqlite://…` when embedded.
+
+use std::borrow::Cow;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+
+/// A service's connection pool, on one of the two backends.
+#[derive(Debug, Clone)]
+pub enum Database {
+    Postgres(PgPool),
+    Sqlite(SqlitePool),
+}
+
+/// A service's migrations, one set per backend.
+#[derive(Debug, Clone, Copy)]
+pub struct Migrations {
+    pub postgres: &'static Migrator,
+    pub sqlite: &'static Migrator,
+}
+
+static EVENTS_POSTGRES: Migrator = sqlx::migrate!("migrations/postgres");
+static EVENTS_SQLITE: Migrator = sqlx::migrate!("migrations/sqlite");
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("unsupported database URL scheme (expected postgres:// or sqlite://)")]
+    UnsupportedUrl,
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
+    #[error(transparent)]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+impl Database {
+    /// Connects without migrating.
+    pub async fn connect(url: &str) -> Result<Self, DbError> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let options = PgConnectOptions::from_str(url)?;
+            let pool = PgPoolOptions::new()
+                .max_connections(16)
+                .acquire_timeout(Duration::from_secs(5))
+                .connect_with(options)
+                .await?;
+            Ok(Self::Postgres(pool))
+        } else if url.starts_with("sqlite:") {
+            // WAL lets the CLI and a running server share the file (80 §11.15); the busy timeout
+            // makes concurrent writers wait instead of failing.
+            let options = SqliteConnectOptions::from_str(url)?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .busy_timeout(Duration::from_secs(10))
+                .foreign_keys(true);
+            let pool = SqlitePoolOptions::new()
+                .max_connections(8)
+                .connect_with(options)
+                .await?;
+            Ok(Self::Sqlite(pool))
+        } else {
+            Err(DbError::UnsupportedUrl)
+        }
+    }
+
+    /// Connects and applies the service's migrations plus the shared event tables.
+    pub async fn connect_and_migrate(url: &str, migrations: Migrations) -> Result<Self, DbError> {
+        let db = Self::connect(url).await?;
+        db.migrate(migrations).await?;
+        Ok(db)
+    }
+
+    pub async fn migrate(&self, migrations: Migrations) -> Result<(), DbError> {
+        match self {
+            Self::Postgres(pool) => {
+                with_events(migrations.postgres, &EVENTS_POSTGRES)
+                    .run(pool)
+                    .await?
+            }
+            Self::Sqlite(pool) => {
+                with_events(migrations.sqlite, &EVENTS_SQLITE)
+                    .run(pool)
+                    .await?
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        match self {
+            Self::Postgres(pool) => pool.close().await,
+            Self::Sqlite(pool) => pool.close().await,
+        }
+    }
+
+    /// Cheap liveness probe for readiness checks.
+    pub async fn ping(&self) -> Result<(), DbError> {
+        match self {
+            Self::Postgres(pool) => sqlx::query("SELECT 1").execute(pool).await.map(drop)?,
+            Self::Sqlite(pool) => sqlx::query("SELECT 1").execute(pool).await.map(drop)?,
+        }
+        Ok(())
+    }
+}
+
+/// One migrator per database: the service's migrations followed by the shared event tables
+/// (versions 900000+), so sqlx sees a single consistent history.
+fn with_events(service: &Migrator, events: &Migrator) -> Migrator {
+    let mut all: Vec<_> = service.iter().chain(events.iter()).cloned().collect();
+    all.sort_by_key(|m| m.version);
+    Migrator {
+        migrations: Cow::Owned(all),
+        ignore_missing: false,
+        locking: true,
+        no_tx: false,
+    }
+}
+
+/// Whether a write failed on a unique constraint (portable: `constraint()` is Postgres-only).
+pub fn is_unique_violation(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .is_some_and(|d| d.is_unique_violation())
+}

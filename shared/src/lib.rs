@@ -1,0 +1,23 @@
+//! Code every Latchkey component shares. Never depends on the gateway or a service.
+
+/// `Clock` and its system and manual implementations.
+pub mod clock;
+/// Settings common to every component, read from `LATCHKEY_*` variables.
+pub mod config;
+/// Random secrets, storage hashes, constant-time comparison.
+pub mod crypto;
+/// Connect and migrate a service's own database (Postgres or SQLite).
+pub mod db;
+/// The error-code table and the one mapping to and from gRPC statuses.
+pub mod error;
+/// Change events: envelope, buses, outbox relay, consumer helper.
+pub mod events;
+/// Caller authentication, access context in metadata, health, reflection, channels.
+pub mod grpc;
+/// Access headers under all three prefixes.
+pub mod headers;
+/// Structured logging set-up.
+pub mod telemetry;
+/// Per-run databases, vhosts and cleanup for tests against the real servers.
+#[cfg(feature = "test-support")]
+pub mod testing;
