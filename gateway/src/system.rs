@@ -62,12 +62,8 @@ pub struct Running {
 }
 
 /// A future that resolves once `stop` flips to true.
-pub fn stopped(
-    mut stop: watch::Receiver<bool>,
-) -> impl std::future::Future<Output = ()> + Send + 'static {
-    async move {
-        let _ = stop.wait_for(|s| *s).await;
-    }
+pub async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
 }
 
 /// Chooses the bus: RabbitMQ when a URL is configured (checked now), else in-process.

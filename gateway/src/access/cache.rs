@@ -16,10 +16,13 @@ use crate::state::AuthClient;
 /// Bound on cached entries; beyond it the cache is cleared rather than grown.
 const MAX_ENTRIES: usize = 100_000;
 
+/// (project, access type, SHA-256 of the key).
+type CacheKey = (Uuid, AccessType, String);
+
 pub struct AccessCache {
     auth: AuthClient,
     ttl: Duration,
-    entries: Mutex<HashMap<(Uuid, AccessType, String), (Instant, AccessOutcome)>>,
+    entries: Mutex<HashMap<CacheKey, (Instant, AccessOutcome)>>,
 }
 
 impl AccessCache {

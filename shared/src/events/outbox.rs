@@ -99,14 +99,14 @@ impl Relay {
                 }
                 Err(e) => {
                     failures = failures.saturating_add(1);
-                    if failures == 1 || failures % 20 == 0 {
+                    if failures == 1 || failures.is_multiple_of(20) {
                         tracing::warn!(error = %e, failures, "outbox relay cannot publish; will retry");
                     }
                     Duration::from_millis(100 * u64::from(failures.min(20)))
                 }
             };
             passes += 1;
-            if passes % 1000 == 0 {
+            if passes.is_multiple_of(1000) {
                 let _ = self.prune().await;
             }
             tokio::select! {

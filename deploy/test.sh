@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The test command (README): makes sure PostgreSQL, Redis and RabbitMQ are up (installing and
+# starting them from Debian's packages on a fresh machine), then checks formatting and lints and
+# runs every test. Tests create their own databases and vhosts and drop them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash deploy/local-services.sh
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== proto stays free of storage crates"
+if cargo tree -p latchkey-proto -e normal --prefix none 2>/dev/null | grep -q '^sqlx'; then
+  echo "latchkey-proto depends on sqlx" >&2
+  exit 1
+fi
+echo "== cargo test"
+cargo test --workspace
