@@ -16,21 +16,40 @@ use latchkey_shared::testing::Infra;
 static NO_SERVICE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate::Migrator::DEFAULT;
 
 fn rabbitmqctl(arg: &str) {
-    let status = std::process::Command::new("rabbitmqctl").arg(arg).stdout(std::process::Stdio::null()).status();
-    assert!(status.is_ok_and(|s| s.success()), "rabbitmqctl {arg} failed");
+    let status = std::process::Command::new("rabbitmqctl")
+        .arg(arg)
+        .stdout(std::process::Stdio::null())
+        .status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "rabbitmqctl {arg} failed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outbox_delivers_every_event_across_a_broker_restart() {
     let infra = Infra::new();
-    let url = infra.postgres_database("outbox").await.unwrap_or_else(|e| panic!("{e}"));
+    let url = infra
+        .postgres_database("outbox")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let amqp = infra.amqp_vhost().await.unwrap_or_else(|e| panic!("{e}"));
-    let migrations = Migrations { postgres: &NO_SERVICE_MIGRATIONS, sqlite: &NO_SERVICE_MIGRATIONS };
-    let db = Database::connect_and_migrate(&url, migrations).await.unwrap_or_else(|e| panic!("{e}"));
-    let Database::Postgres(pool) = &db else { panic!("expected postgres") };
+    let migrations = Migrations {
+        postgres: &NO_SERVICE_MIGRATIONS,
+        sqlite: &NO_SERVICE_MIGRATIONS,
+    };
+    let db = Database::connect_and_migrate(&url, migrations)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let Database::Postgres(pool) = &db else {
+        panic!("expected postgres")
+    };
 
     let bus = Arc::new(AmqpBus::new(amqp.clone()));
-    let mut deliveries = bus.subscribe("test.consumer", &["#"]).await.unwrap_or_else(|e| panic!("{e}"));
+    let mut deliveries = bus
+        .subscribe("test.consumer", &["#"])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 
     let project = uuid::Uuid::new_v4();
     let mut tx = pool.begin().await.unwrap_or_else(|e| panic!("{e}"));
@@ -38,7 +57,9 @@ async fn outbox_delivers_every_event_across_a_broker_restart() {
     for i in 0..1000 {
         let event = Event::new("user.created", project, i, serde_json::json!({ "n": i }));
         expected.insert(event.id);
-        enqueue_postgres(&mut tx, &event).await.unwrap_or_else(|e| panic!("{e}"));
+        enqueue_postgres(&mut tx, &event)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
     }
     tx.commit().await.unwrap_or_else(|e| panic!("{e}"));
 
@@ -61,7 +82,11 @@ async fn outbox_delivers_every_event_across_a_broker_restart() {
         }
         let next = tokio::time::timeout_at(deadline, deliveries.recv()).await;
         let Ok(Some(delivery)) = next else {
-            panic!("only {} of {} events arrived", received.len(), expected.len());
+            panic!(
+                "only {} of {} events arrived",
+                received.len(),
+                expected.len()
+            );
         };
         assert_eq!(delivery.event.project_id, project);
         received.insert(delivery.event.id);
@@ -82,8 +107,14 @@ async fn in_process_bus_routes_by_topic_and_shares_a_queue() {
     use latchkey_shared::events::in_process::InProcessBus;
     use latchkey_shared::events::Publisher;
     let bus = InProcessBus::new();
-    let mut users = bus.subscribe("users", &["user.*"]).await.unwrap_or_else(|e| panic!("{e}"));
-    let mut all = bus.subscribe("all", &["#"]).await.unwrap_or_else(|e| panic!("{e}"));
+    let mut users = bus
+        .subscribe("users", &["user.*"])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut all = bus
+        .subscribe("all", &["#"])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let project = uuid::Uuid::new_v4();
     let team = Event::new("team.created", project, 1, serde_json::json!({}));
     let user = Event::new("user.created", project, 2, serde_json::json!({}));
