@@ -2,6 +2,11 @@
 
 #![allow(clippy::all, missing_docs, unreachable_pub)]
 
+pub mod common {
+    pub mod v1 {
+        tonic::include_proto!("latchkey.common.v1");
+    }
+}
 pub mod auth {
     pub mod v1 {
         tonic::include_proto!("latchkey.auth.v1");

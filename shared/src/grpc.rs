@@ -263,3 +263,63 @@ where
         RequireCaller::new(deps.internal_token.clone()),
     ))
 }
+
+/// `latchkey.common.v1.Service`, answered by every service from its own database.
+pub struct Describe {
+    pub service: &'static str,
+    pub db: crate::db::Database,
+}
+
+#[tonic::async_trait]
+impl latchkey_proto::common::v1::service_server::Service for Describe {
+    async fn describe(
+        &self,
+        request: Request<latchkey_proto::common::v1::DescribeRequest>,
+    ) -> Result<tonic::Response<latchkey_proto::common::v1::DescribeResponse>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let consumed_events = crate::events::consume::consumed_count(&self.db, ctx.project_id)
+            .await
+            .map_err(|e| {
+                tracing::error!(service = self.service, error = %e, "store failed");
+                CodedError::internal().into_status()
+            })?;
+        Ok(tonic::Response::new(
+            latchkey_proto::common::v1::DescribeResponse {
+                service: self.service.to_owned(),
+                consumed_events,
+            },
+        ))
+    }
+}
+
+/// Boots a service whose only API so far is `Describe` (teams, contacts, webhooks until their
+/// issues give them behaviour).
+pub async fn run_describe_only(
+    service_name: &'static str,
+    migrations: crate::db::Migrations,
+    database_url: &str,
+    deps: &Deps,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let routes = |db| {
+        let describe = Describe {
+            service: service_name,
+            db,
+        };
+        authenticated(
+            latchkey_proto::common::v1::service_server::ServiceServer::new(describe),
+            deps,
+        )
+    };
+    run_service(
+        service_name,
+        migrations,
+        database_url,
+        deps,
+        listener,
+        shutdown,
+        routes,
+    )
+    .await
+}

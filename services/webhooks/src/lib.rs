@@ -1,14 +1,11 @@
 //! The webhooks service: owns and migrates its database, relays its outbox, answers gRPC health,
-//! reflection and `Describe`.
+//! reflection and `latchkey.common.v1.Service`. Its own API arrives with its issue.
 
-use latchkey_proto::webhooks::v1 as pb;
 use latchkey_shared::db::{Database, Migrations};
-use latchkey_shared::events::consume::consumed_count;
-use latchkey_shared::grpc::{Context, Deps};
-use tonic::{Request, Response, Status};
+use latchkey_shared::grpc::Deps;
 
-/// The gRPC service name health reports on.
-pub const SERVICE_NAME: &str = "latchkey.webhooks.v1.Webhooks";
+/// The name health reports on.
+pub const SERVICE_NAME: &str = "latchkey.webhooks.v1";
 
 static MIGRATIONS: Migrations = Migrations {
     postgres: &sqlx::migrate!("migrations/postgres"),
@@ -19,30 +16,6 @@ static MIGRATIONS: Migrations = Migrations {
 pub struct Config {
     /// `postgres://…` or `sqlite://…` for this service's own database.
     pub database_url: String,
-}
-
-struct Webhooks {
-    db: Database,
-}
-
-#[tonic::async_trait]
-impl pb::webhooks_server::Webhooks for Webhooks {
-    async fn describe(
-        &self,
-        request: Request<pb::DescribeRequest>,
-    ) -> Result<Response<pb::DescribeResponse>, Status> {
-        let ctx = Context::read(request.metadata())?;
-        let consumed_events = consumed_count(&self.db, ctx.project_id)
-            .await
-            .map_err(|e| {
-                tracing::error!(error = %e, "webhooks store failed");
-                latchkey_shared::error::CodedError::internal().into_status()
-            })?;
-        Ok(Response::new(pb::DescribeResponse {
-            service: "webhooks".into(),
-            consumed_events,
-        }))
-    }
 }
 
 pub async fn migrate(database_url: &str) -> anyhow::Result<()> {
@@ -60,20 +33,14 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let routes = |db: Database| {
-        latchkey_shared::grpc::authenticated(
-            pb::webhooks_server::WebhooksServer::new(Webhooks { db }),
-            &deps,
-        )
-    };
-    latchkey_shared::grpc::run_service(
+    let url = &cfg.database_url;
+    latchkey_shared::grpc::run_describe_only(
         SERVICE_NAME,
         MIGRATIONS,
-        &cfg.database_url,
+        url,
         &deps,
         listener,
         shutdown,
-        routes,
     )
     .await
 }
