@@ -197,6 +197,7 @@ async fn main() -> anyhow::Result<()> {
                 bus: system::bus(cli.common.amqp_url.as_ref()).await?,
                 clock: latchkey_shared::clock::system(),
                 internal_token: token,
+                auth_addr: auth_addr.clone(),
             };
             let listener = tokio::net::TcpListener::bind(grpc_addr).await?;
             tracing::info!(addr = %listener.local_addr()?, "service listening");

@@ -4,16 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use latchkey_proto::auth::v1::projects_client::ProjectsClient;
-use latchkey_shared::grpc::{lazy_channel, PresentCaller};
+use latchkey_shared::grpc::{lazy_channel, AccessChecker, PresentCaller};
 use secrecy::SecretString;
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-use crate::access::cache::AccessCache;
 use crate::access::token::TokenVerifier;
 use crate::metrics::Metrics;
 
-pub type AuthClient = ProjectsClient<InterceptedService<Channel, PresentCaller>>;
+pub use latchkey_shared::grpc::AuthClient;
 
 /// Where the services are and how to reach them.
 #[derive(Debug, Clone)]
@@ -39,7 +37,7 @@ pub struct Inner {
     pub auth: AuthClient,
     /// Channels for readiness checks, one per service.
     pub health: Vec<(&'static str, Channel)>,
-    pub access_cache: AccessCache,
+    pub access: AccessChecker,
     pub tokens: TokenVerifier,
     pub metrics: Metrics,
 }
@@ -56,7 +54,7 @@ impl AppState {
             ("webhooks", lazy_channel(&config.webhooks_addr)?),
         ];
         Ok(Self(Arc::new(Inner {
-            access_cache: AccessCache::new(auth.clone(), config.key_cache_ttl),
+            access: AccessChecker::new(auth.clone(), config.key_cache_ttl),
             tokens: TokenVerifier::new(auth.clone(), config.public_url.clone()),
             metrics: Metrics::default(),
             auth,

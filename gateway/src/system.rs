@@ -80,18 +80,21 @@ pub async fn bus(amqp_url: Option<&SecretString>) -> anyhow::Result<SharedBus> {
 
 pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
     let internal_token = SecretString::from(latchkey_shared::crypto::random_base32(45));
+    // Auth's listener is bound first so the other services know where to check server keys.
+    let auth_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let deps = Deps {
         bus: bus(cfg.amqp_url.as_ref()).await?,
         clock: clock::system(),
         internal_token: internal_token.clone(),
+        auth_addr: auth_listener.local_addr()?.to_string(),
     };
     let (stop, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
     let mut grpc_addrs = Vec::new();
 
     macro_rules! start_service {
-        ($name:literal, $krate:ident, $url:expr) => {{
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        ($name:literal, $krate:ident, $url:expr, $listener:expr) => {{
+            let listener = $listener;
             grpc_addrs.push(($name, listener.local_addr()?));
             let cfg = $krate::Config {
                 database_url: $url.clone(),
@@ -105,10 +108,26 @@ pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
             tasks.push(($name, task));
         }};
     }
-    start_service!("auth", latchkey_auth, cfg.databases.auth);
-    start_service!("teams", latchkey_teams, cfg.databases.teams);
-    start_service!("contacts", latchkey_contacts, cfg.databases.contacts);
-    start_service!("webhooks", latchkey_webhooks, cfg.databases.webhooks);
+    let loopback = || tokio::net::TcpListener::bind("127.0.0.1:0");
+    start_service!("auth", latchkey_auth, cfg.databases.auth, auth_listener);
+    start_service!(
+        "teams",
+        latchkey_teams,
+        cfg.databases.teams,
+        loopback().await?
+    );
+    start_service!(
+        "contacts",
+        latchkey_contacts,
+        cfg.databases.contacts,
+        loopback().await?
+    );
+    start_service!(
+        "webhooks",
+        latchkey_webhooks,
+        cfg.databases.webhooks,
+        loopback().await?
+    );
 
     let listener = tokio::net::TcpListener::bind(&cfg.http_addr).await?;
     let http_addr = listener.local_addr()?;

@@ -1,7 +1,6 @@
 //! Access headers (00 §2–3): the middleware that runs validation steps 1–8 of 00 §3.1 on every
 //! matched route, and the extractors handlers use for step 9 (allowed access types).
 
-pub mod cache;
 pub mod token;
 
 use axum::extract::{FromRequestParts, Request, State};
@@ -148,7 +147,7 @@ async fn validate_headers(
     let project_id = project_id.ok_or_else(project_not_found)?;
     let key = header(headers, access_type.key_header()).unwrap_or(Some(""));
     let outcome = app
-        .access_cache
+        .access
         .check(project_id, access_type, key.unwrap_or(""))
         .await?;
     match outcome {

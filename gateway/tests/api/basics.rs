@@ -167,20 +167,27 @@ both_modes!(health_metrics_and_openapi, |app: &TestApp| async move {
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["services"]["webhooks"], "serving");
-    let metrics = app
-        .get("/metrics")
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .text()
-        .await
-        .unwrap_or_default();
-    assert!(
-        metrics.contains(
-            "latchkey_http_requests_total{route=\"/health/ready\",method=\"GET\",status=\"200\"} 1"
-        ),
-        "{metrics}"
-    );
+    // The ready probe above is counted: the counter moves by one per request.
+    let ready_count = |text: &str| -> u64 {
+        let series =
+            "latchkey_http_requests_total{route=\"/health/ready\",method=\"GET\",status=\"200\"} ";
+        text.lines()
+            .find_map(|l| l.strip_prefix(series))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let metrics = || async {
+        let res = app
+            .get("/metrics")
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        res.text().await.unwrap_or_default()
+    };
+    let before = ready_count(&metrics().await);
+    assert!(before >= 1);
+    let _ = app.get("/health/ready").send().await;
+    assert_eq!(ready_count(&metrics().await), before + 1);
     let (status, doc, _) = parts(
         app.get("/api/v1/openapi.json")
             .send()

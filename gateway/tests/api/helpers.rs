@@ -5,6 +5,7 @@ use latchkey_gateway::system::{self, Databases, Running, SystemConfig};
 use latchkey_shared::db::Database;
 use latchkey_shared::testing::Infra;
 use reqwest::{Method, RequestBuilder, Response};
+use secrecy::SecretString;
 use serde_json::{json, Value};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -50,18 +51,33 @@ pub struct Project {
     pub admin_key: String,
 }
 
+/// The system under test: in this process (embedded), or one OS process per component.
+enum Stack {
+    InProcess(Running),
+    Processes(Vec<std::process::Child>),
+}
+
 pub struct TestApp {
     pub base: String,
     pub http: reqwest::Client,
     pub project: Project,
     pub auth_db_url: String,
-    running: Option<Running>,
+    /// gRPC address of each service.
+    pub grpc: Vec<(&'static str, String)>,
+    pub internal_token: SecretString,
+    stack: Option<Stack>,
     infra: Infra,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 fn expect<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
     r.unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// A loopback port nobody listens on right now.
+fn free_port() -> String {
+    let listener = expect(std::net::TcpListener::bind("127.0.0.1:0"), "bind");
+    expect(listener.local_addr(), "addr").to_string()
 }
 
 impl TestApp {
@@ -69,73 +85,178 @@ impl TestApp {
         latchkey_shared::telemetry::init();
         let dir = expect(tempfile::tempdir(), "tempdir");
         let infra = Infra::new();
-        let (databases, amqp_url) = match mode {
-            Mode::Embedded => (Databases::sqlite_in(dir.path()), None),
-            Mode::Distributed => {
-                let db = |name: &'static str| {
-                    let infra = &infra;
-                    async move { expect(infra.postgres_database(name).await, "postgres database") }
-                };
-                let databases = Databases {
-                    auth: db("auth").await,
-                    teams: db("teams").await,
-                    contacts: db("contacts").await,
-                    webhooks: db("webhooks").await,
-                };
-                let vhost = expect(infra.amqp_vhost().await, "rabbitmq vhost");
-                (databases, Some(secrecy::SecretString::from(vhost)))
+        let (stack, base, grpc, internal_token, auth_db_url) = match mode {
+            Mode::Embedded => {
+                let databases = Databases::sqlite_in(dir.path());
+                let auth_db_url = databases.auth.clone();
+                let running = expect(
+                    system::start(SystemConfig {
+                        http_addr: "127.0.0.1:0".into(),
+                        public_url: None,
+                        databases,
+                        amqp_url: None,
+                        max_body_bytes: 64 * 1024,
+                        key_cache_ttl: Duration::from_secs(2),
+                    })
+                    .await,
+                    "system start",
+                );
+                let grpc = running
+                    .grpc_addrs
+                    .iter()
+                    .map(|(n, a)| (*n, a.to_string()))
+                    .collect();
+                let base = format!("http://{}", running.http_addr);
+                let token = running.internal_token.clone();
+                (Stack::InProcess(running), base, grpc, token, auth_db_url)
             }
+            Mode::Distributed => Self::spawn_processes(&infra, dir.path()).await,
         };
-        let auth_db_url = databases.auth.clone();
-        let running = expect(
-            system::start(SystemConfig {
-                http_addr: "127.0.0.1:0".into(),
-                public_url: None,
-                databases,
-                amqp_url,
-                max_body_bytes: 64 * 1024,
-                key_cache_ttl: Duration::from_secs(2),
-            })
-            .await,
-            "system start",
-        );
-        let mut auth = expect(running.auth_client(), "auth client");
-        let created = expect(
-            auth.create_project(latchkey_proto::auth::v1::CreateProjectRequest {
-                display_name: "Test project".into(),
-            })
-            .await,
-            "create project",
-        )
-        .into_inner();
-        Self {
-            base: format!("http://{}", running.http_addr),
+        let mut app = Self {
+            base,
             http: reqwest::Client::new(),
             project: Project {
-                id: created.project_id,
-                client_key: created.publishable_client_key,
-                server_key: created.secret_server_key,
-                admin_key: created.super_secret_admin_key,
+                id: String::new(),
+                client_key: String::new(),
+                server_key: String::new(),
+                admin_key: String::new(),
             },
             auth_db_url,
-            running: Some(running),
+            grpc,
+            internal_token,
+            stack: Some(stack),
             infra,
-            _dir: dir,
-        }
+            dir,
+        };
+        app.project = app.create_project("Test project").await;
+        app
     }
 
-    /// A second project in the same system.
-    pub async fn other_project(&self) -> Project {
-        let running = self
-            .running
-            .as_ref()
-            .unwrap_or_else(|| panic!("not running"));
-        let mut auth = expect(running.auth_client(), "auth client");
+    /// The distributed stack: `latchkey serve <component>` processes, each service on its own
+    /// Postgres database, events over a fresh RabbitMQ vhost.
+    async fn spawn_processes(
+        infra: &Infra,
+        dir: &std::path::Path,
+    ) -> (
+        Stack,
+        String,
+        Vec<(&'static str, String)>,
+        SecretString,
+        String,
+    ) {
+        let mut env: Vec<(String, String)> = Vec::new();
+        for name in ["auth", "teams", "contacts", "webhooks"] {
+            let url = expect(infra.postgres_database(name).await, "postgres database");
+            env.push((
+                format!("LATCHKEY_{}_DATABASE_URL", name.to_uppercase()),
+                url,
+            ));
+        }
+        let auth_db_url = env[0].1.clone();
+        env.push((
+            "LATCHKEY_AMQP_URL".into(),
+            expect(infra.amqp_vhost().await, "rabbitmq vhost"),
+        ));
+        let token = latchkey_shared::crypto::random_base32(45);
+        env.push(("LATCHKEY_INTERNAL_TOKEN".into(), token.clone()));
+        let mut grpc = Vec::new();
+        for name in ["auth", "teams", "contacts", "webhooks"] {
+            let addr = free_port();
+            env.push((
+                format!("LATCHKEY_{}_ADDR", name.to_uppercase()),
+                addr.clone(),
+            ));
+            grpc.push((name, addr));
+        }
+        let http_addr = free_port();
+        env.push(("LATCHKEY_HTTP_ADDR".into(), http_addr.clone()));
+        env.push(("LATCHKEY_MAX_BODY_BYTES".into(), (64 * 1024).to_string()));
+        let mut children = Vec::new();
+        for component in ["auth", "teams", "contacts", "webhooks", "gateway"] {
+            let log = expect(
+                std::fs::File::create(dir.join(format!("{component}.log"))),
+                "log file",
+            );
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_latchkey"));
+            cmd.arg("serve")
+                .arg(component)
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .env("LATCHKEY_DATA_DIR", dir);
+            if let Some((_, addr)) = grpc.iter().find(|(n, _)| *n == component) {
+                cmd.env("LATCHKEY_GRPC_ADDR", addr);
+            }
+            cmd.stdout(std::process::Stdio::null()).stderr(log);
+            children.push(expect(cmd.spawn(), "spawn latchkey serve"));
+        }
+        let base = format!("http://{http_addr}");
+        let client = reqwest::Client::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let ready = client
+                .get(format!("{base}/health/ready"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200);
+            if ready {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                for c in &mut children {
+                    let _ = c.kill();
+                }
+                let logs: Vec<String> = ["auth", "teams", "contacts", "webhooks", "gateway"]
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "--- {c}\n{}",
+                            std::fs::read_to_string(dir.join(format!("{c}.log")))
+                                .unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                panic!(
+                    "distributed stack not ready within 60 s\n{}",
+                    logs.join("\n")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        (
+            Stack::Processes(children),
+            base,
+            grpc,
+            SecretString::from(token),
+            auth_db_url,
+        )
+    }
+
+    /// A client of the auth service, admitted with the internal token.
+    pub fn auth_client(&self) -> latchkey_shared::grpc::AuthClient {
+        let channel = expect(
+            latchkey_shared::grpc::lazy_channel(&self.grpc_addr("auth")),
+            "channel",
+        );
+        let caller = expect(
+            latchkey_shared::grpc::PresentCaller::new(&self.internal_token),
+            "caller",
+        );
+        latchkey_proto::auth::v1::projects_client::ProjectsClient::with_interceptor(channel, caller)
+    }
+
+    pub fn grpc_addr(&self, service: &str) -> String {
+        self.grpc
+            .iter()
+            .find(|(n, _)| *n == service)
+            .map(|(_, a)| a.clone())
+            .unwrap_or_default()
+    }
+
+    pub async fn create_project(&self, name: &str) -> Project {
+        let request = latchkey_proto::auth::v1::CreateProjectRequest {
+            display_name: name.into(),
+        };
         let p = expect(
-            auth.create_project(latchkey_proto::auth::v1::CreateProjectRequest {
-                display_name: "Other".into(),
-            })
-            .await,
+            self.auth_client().create_project(request).await,
             "create project",
         )
         .into_inner();
@@ -145,6 +266,11 @@ impl TestApp {
             server_key: p.secret_server_key,
             admin_key: p.super_secret_admin_key,
         }
+    }
+
+    /// A second project in the same system.
+    pub async fn other_project(&self) -> Project {
+        self.create_project("Other").await
     }
 
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
@@ -224,8 +350,30 @@ impl TestApp {
     }
 
     pub async fn finish(mut self) {
-        if let Some(running) = self.running.take() {
-            expect(running.shutdown().await, "clean shutdown");
+        match self.stack.take() {
+            Some(Stack::InProcess(running)) => expect(running.shutdown().await, "clean shutdown"),
+            Some(Stack::Processes(children)) => {
+                for child in &children {
+                    let _ = std::process::Command::new("kill")
+                        .arg("-TERM")
+                        .arg(child.id().to_string())
+                        .status();
+                }
+                for (mut child, name) in children
+                    .into_iter()
+                    .zip(["auth", "teams", "contacts", "webhooks", "gateway"])
+                {
+                    let status = tokio::task::spawn_blocking(move || child.wait()).await;
+                    let ok = matches!(status, Ok(Ok(s)) if s.success());
+                    let log = std::fs::read_to_string(self.dir.path().join(format!("{name}.log")))
+                        .unwrap_or_default();
+                    assert!(
+                        ok,
+                        "{name} did not exit cleanly on SIGTERM: {status:?}\n{log}"
+                    );
+                }
+            }
+            None => {}
         }
         self.infra.cleanup().await;
     }
@@ -261,4 +409,16 @@ pub async fn assert_error(res: Response, status: u16, code: &str) -> Value {
         assert_eq!(h, Some(code), "{prefix}known-error");
     }
     body
+}
+
+impl Drop for TestApp {
+    /// A failed test must not leave component processes behind.
+    fn drop(&mut self) {
+        if let Some(Stack::Processes(children)) = &mut self.stack {
+            for child in children {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
 }

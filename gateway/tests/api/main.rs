@@ -7,4 +7,5 @@ mod helpers;
 mod access;
 mod basics;
 mod cli;
+mod grpc;
 mod projects;

@@ -35,6 +35,17 @@ fn admin_project<T>(request: &Request<T>) -> Result<Uuid, Status> {
     Ok(ctx.project_id)
 }
 
+/// Project creation and listing span projects, so only components may ask.
+fn operator_only<T>(request: &Request<T>) -> Result<(), Status> {
+    if latchkey_shared::grpc::is_internal(request.metadata()) {
+        Ok(())
+    } else {
+        Err(Status::permission_denied(
+            "operator calls need the internal service token",
+        ))
+    }
+}
+
 fn key_set_to_pb(set: &KeySet) -> pb::ApiKey {
     let tail = |t: &Option<String>| {
         t.as_ref().map(|l| pb::KeyTail {
@@ -226,6 +237,7 @@ impl pb::projects_server::Projects for Projects {
         &self,
         request: Request<pb::CreateProjectRequest>,
     ) -> Result<Response<pb::CreatedProject>, Status> {
+        operator_only(&request)?;
         let created = projects::create(
             &*self.store,
             &*self.clock,
@@ -237,8 +249,9 @@ impl pb::projects_server::Projects for Projects {
 
     async fn list_projects(
         &self,
-        _request: Request<pb::Empty>,
+        request: Request<pb::Empty>,
     ) -> Result<Response<pb::ProjectList>, Status> {
+        operator_only(&request)?;
         let items = self
             .store
             .projects()

@@ -46,8 +46,17 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let clock = deps.clock.clone();
     let routes = |db: Database| {
-        let service = grpc::Projects::new(store_for(&db), clock);
-        latchkey_shared::grpc::authenticated(ProjectsServer::new(service), &deps)
+        let store = store_for(&db);
+        let keys = Arc::new(domain::keys::LocalServerKeys::new(
+            store.clone(),
+            clock.clone(),
+        ));
+        let service = grpc::Projects::new(store, clock);
+        Ok(latchkey_shared::grpc::guarded(
+            ProjectsServer::new(service),
+            &deps,
+            keys,
+        ))
     };
     latchkey_shared::grpc::run_service(
         SERVICE_NAME,

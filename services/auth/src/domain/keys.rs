@@ -131,3 +131,27 @@ pub async fn update(
         .await?
         .ok_or(Error::KeySetNotFound(id))
 }
+
+/// Server-key admission for direct gRPC callers of auth, answered from the store.
+pub struct LocalServerKeys {
+    store: std::sync::Arc<dyn ProjectStore>,
+    clock: latchkey_shared::clock::SharedClock,
+}
+
+impl LocalServerKeys {
+    pub fn new(
+        store: std::sync::Arc<dyn ProjectStore>,
+        clock: latchkey_shared::clock::SharedClock,
+    ) -> Self {
+        Self { store, clock }
+    }
+}
+
+#[async_trait::async_trait]
+impl latchkey_shared::grpc::ServerKeys for LocalServerKeys {
+    async fn is_server_key(&self, project: Uuid, key: &str) -> Result<bool, tonic::Status> {
+        let now = self.clock.now_millis();
+        let access = check(&*self.store, project, KeyKind::Server, key, now).await?;
+        Ok(access == Access::Granted)
+    }
+}

@@ -1,17 +1,38 @@
-//! Short-lived cache of key checks, so a steady stream of requests costs one gRPC call per key
-//! per TTL. Revoked or expired keys stop working within the TTL (80 §3: 5 s).
+//! Channels to other components, and the cached access check every caller of auth shares.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use latchkey_proto::auth::v1::projects_client::ProjectsClient;
 use latchkey_proto::auth::v1::{AccessOutcome, AccessType as PbAccessType, CheckAccessRequest};
-use latchkey_shared::crypto::hash_secret;
-use latchkey_shared::headers::AccessType;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+use tonic::Status;
 use uuid::Uuid;
 
-use crate::error::ApiError;
-use crate::state::AuthClient;
+use super::caller::{PresentCaller, ServerKeys};
+use super::context::DEFAULT_DEADLINE;
+use crate::crypto::hash_secret;
+use crate::headers::AccessType;
+
+pub type AuthClient = ProjectsClient<InterceptedService<Channel, PresentCaller>>;
+
+/// A channel that connects on first use and reconnects by itself, so components can start in
+/// any order.
+pub fn lazy_channel(addr: &str) -> anyhow::Result<Channel> {
+    let uri = if addr.starts_with("http://") || addr.starts_with("https://") {
+        addr.to_owned()
+    } else {
+        format!("http://{addr}")
+    };
+    Ok(Endpoint::from_shared(uri)?
+        .connect_timeout(Duration::from_secs(2))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_while_idle(true)
+        .connect_lazy())
+}
 
 /// Bound on cached entries; beyond it the cache is cleared rather than grown.
 const MAX_ENTRIES: usize = 100_000;
@@ -19,13 +40,16 @@ const MAX_ENTRIES: usize = 100_000;
 /// (project, access type, SHA-256 of the key).
 type CacheKey = (Uuid, AccessType, String);
 
-pub struct AccessCache {
+/// Asks auth whether a project exists and a key is live, remembering answers for `ttl` so a
+/// steady stream of requests costs one call per key per TTL. Revoked or expired keys stop
+/// working within the TTL (80 §3: 5 s).
+pub struct AccessChecker {
     auth: AuthClient,
     ttl: Duration,
     entries: Mutex<HashMap<CacheKey, (Instant, AccessOutcome)>>,
 }
 
-impl AccessCache {
+impl AccessChecker {
     pub fn new(auth: AuthClient, ttl: Duration) -> Self {
         Self {
             auth,
@@ -40,8 +64,8 @@ impl AccessCache {
         project: Uuid,
         access: AccessType,
         key: &str,
-    ) -> Result<AccessOutcome, ApiError> {
-        // Keyed by the key's hash so plaintext keys are not kept in memory longer than needed.
+    ) -> Result<AccessOutcome, Status> {
+        // Keyed by the key's hash so plaintext keys are not kept in memory.
         let cache_key = (project, access, hash_secret(key));
         if let Ok(entries) = self.entries.lock() {
             if let Some((at, outcome)) = entries.get(&cache_key) {
@@ -60,7 +84,7 @@ impl AccessCache {
             access_type: access_type.into(),
             key: key.to_owned(),
         });
-        request.set_timeout(latchkey_shared::grpc::DEFAULT_DEADLINE);
+        request.set_timeout(DEFAULT_DEADLINE);
         let outcome = self
             .auth
             .clone()
@@ -75,5 +99,12 @@ impl AccessCache {
             entries.insert(cache_key, (Instant::now(), outcome));
         }
         Ok(outcome)
+    }
+}
+
+#[async_trait::async_trait]
+impl ServerKeys for AccessChecker {
+    async fn is_server_key(&self, project: Uuid, key: &str) -> Result<bool, Status> {
+        Ok(self.check(project, AccessType::Server, key).await? == AccessOutcome::Granted)
     }
 }

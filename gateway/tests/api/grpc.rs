@@ -1,0 +1,144 @@
+//! The services' gRPC surface directly: caller admission (DESIGN §2), health, reflection.
+
+use latchkey_proto::auth::v1 as auth;
+use latchkey_proto::common::v1::service_client::ServiceClient;
+use latchkey_proto::common::v1::DescribeRequest;
+use tonic::metadata::MetadataValue;
+use tonic::Code;
+
+use crate::helpers::{both_modes, TestApp};
+
+fn meta(value: &str) -> MetadataValue<tonic::metadata::Ascii> {
+    value.parse().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A request carrying a project's server key the way direct callers send it.
+fn with_key<T>(message: T, project: &str, key: &str) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request
+        .metadata_mut()
+        .insert("x-latchkey-project-id", meta(project));
+    request
+        .metadata_mut()
+        .insert("x-latchkey-secret-server-key", meta(key));
+    request
+}
+
+both_modes!(callers_must_authenticate, |app: &TestApp| async move {
+    let p = &app.project;
+    for service in ["teams", "contacts", "webhooks"] {
+        let channel = latchkey_shared::grpc::lazy_channel(&app.grpc_addr(service))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut client = ServiceClient::new(channel);
+        // No credentials, a wrong key, another type's key: refused.
+        let err = client
+            .describe(tonic::Request::new(DescribeRequest {}))
+            .await
+            .err()
+            .map(|s| s.code());
+        assert_eq!(err, Some(Code::Unauthenticated), "{service}");
+        for key in ["ssk_wrong", p.client_key.as_str(), p.admin_key.as_str()] {
+            let err = client
+                .describe(with_key(DescribeRequest {}, &p.id, key))
+                .await
+                .err()
+                .map(|s| s.code());
+            assert_eq!(err, Some(Code::Unauthenticated), "{service} with {key}");
+        }
+        // The project's server key is admitted.
+        let ok = client
+            .describe(with_key(DescribeRequest {}, &p.id, &p.server_key))
+            .await;
+        let ok = ok.unwrap_or_else(|e| panic!("{service}: {e}")).into_inner();
+        assert_eq!(
+            (ok.service.as_str(), ok.consumed_events),
+            (format!("latchkey.{service}.v1").as_str(), 0)
+        );
+        // Health needs no credentials.
+        let channel = latchkey_shared::grpc::lazy_channel(&app.grpc_addr(service))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+        let status = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: String::new(),
+            })
+            .await;
+        assert_eq!(
+            status.map(|r| r.into_inner().status).ok(),
+            Some(1),
+            "{service} health"
+        );
+    }
+
+    // Auth: a server key reads its own project but cannot act as admin or operator.
+    let channel = latchkey_shared::grpc::lazy_channel(&app.grpc_addr("auth"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut direct = auth::projects_client::ProjectsClient::new(channel);
+    let current = direct
+        .get_current_project(with_key(auth::Empty {}, &p.id, &p.server_key))
+        .await;
+    assert_eq!(current.map(|r| r.into_inner().id).ok(), Some(p.id.clone()));
+    let mut admin_claim = with_key(auth::Empty {}, &p.id, &p.server_key);
+    admin_claim
+        .metadata_mut()
+        .insert("x-latchkey-access-type", meta("admin"));
+    let err = direct
+        .get_settings(admin_claim)
+        .await
+        .err()
+        .map(|s| s.code());
+    assert_eq!(err, Some(Code::PermissionDenied));
+    let create = with_key(
+        auth::CreateProjectRequest {
+            display_name: "x".into(),
+        },
+        &p.id,
+        &p.server_key,
+    );
+    assert_eq!(
+        direct.create_project(create).await.err().map(|s| s.code()),
+        Some(Code::PermissionDenied)
+    );
+    let err = direct
+        .list_projects(tonic::Request::new(auth::Empty {}))
+        .await
+        .err()
+        .map(|s| s.code());
+    assert_eq!(err, Some(Code::Unauthenticated));
+
+    // Reflection lists the services.
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    let channel = latchkey_shared::grpc::lazy_channel(&app.grpc_addr("auth"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut reflection = ServerReflectionClient::new(channel);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut stream = reflection
+        .server_reflection_info(futures::stream::iter([request]))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_inner();
+    let first = stream
+        .message()
+        .await
+        .ok()
+        .flatten()
+        .and_then(|m| m.message_response);
+    let Some(MessageResponse::ListServicesResponse(list)) = first else {
+        panic!("no service list")
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(
+        names.contains(&"latchkey.auth.v1.Projects".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"grpc.health.v1.Health".to_owned()),
+        "{names:?}"
+    );
+});

@@ -1,0 +1,15 @@
+//! gRPC plumbing shared by every service and the gateway.
+
+/// Who may call a service: the internal token or a project's secret server key.
+pub mod caller;
+/// Channels to other components.
+pub mod client;
+/// The verified access context carried in metadata.
+pub mod context;
+/// Serving a service: health, reflection, tracing, outbox relay, `Describe`.
+pub mod server;
+
+pub use caller::{is_internal, Callers, PresentCaller, ServerKeys};
+pub use client::{lazy_channel, AccessChecker, AuthClient};
+pub use context::{Context, DEFAULT_DEADLINE, REQUEST_ID};
+pub use server::{guarded, run_describe_only, run_service, serve, Deps};

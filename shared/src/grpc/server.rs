@@ -1,0 +1,205 @@
+//! Serving a service: its routes behind caller admission, health, reflection, a request span
+//! carrying the gateway's request id, the outbox relay, and the `Describe` API every service
+//! answers.
+
+use std::sync::Arc;
+
+use secrecy::SecretString;
+use tonic::{Request, Status};
+
+use super::caller::{Callers, Guarded, ServerKeys};
+use super::context::{Context, REQUEST_ID};
+use crate::error::CodedError;
+
+/// What every service is started with besides its own settings.
+#[derive(Clone)]
+pub struct Deps {
+    pub bus: crate::events::SharedBus,
+    pub clock: crate::clock::SharedClock,
+    /// Token components present to each other.
+    pub internal_token: SecretString,
+    /// Where auth answers key checks (services other than auth verify server keys there).
+    pub auth_addr: String,
+}
+
+impl Deps {
+    /// Server-key checks through auth, cached briefly.
+    pub fn remote_server_keys(&self) -> anyhow::Result<Arc<dyn ServerKeys>> {
+        let caller = super::PresentCaller::new(&self.internal_token)?;
+        let auth = latchkey_proto::auth::v1::projects_client::ProjectsClient::with_interceptor(
+            super::lazy_channel(&self.auth_addr)?,
+            caller,
+        );
+        Ok(Arc::new(super::AccessChecker::new(
+            auth,
+            std::time::Duration::from_secs(2),
+        )))
+    }
+}
+
+/// Wraps a generated server so only admitted callers reach it.
+pub fn guarded<S>(server: S, deps: &Deps, keys: Arc<dyn ServerKeys>) -> tonic::service::Routes
+where
+    S: tower::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + tonic::server::NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let callers = Callers::new(deps.internal_token.clone(), keys);
+    tonic::service::Routes::new(Guarded::new(server, callers))
+}
+
+/// The health reporter and the reflection service every gRPC server mounts.
+#[allow(clippy::type_complexity)]
+async fn health_and_reflection() -> anyhow::Result<(
+    tonic_health::server::HealthReporter,
+    tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
+    tonic_reflection::server::v1::ServerReflectionServer<
+        impl tonic_reflection::server::v1::ServerReflection,
+    >,
+)> {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(latchkey_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    Ok((reporter, health, reflection))
+}
+
+/// Serves `routes` plus health and reflection on `listener` until `shutdown` resolves. Health
+/// reports SERVING for `""` and `service_name` while up and NOT_SERVING as soon as shutdown
+/// begins, so load balancers stop routing before in-flight calls drain.
+pub async fn serve(
+    service_name: &'static str,
+    routes: tonic::service::Routes,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    use tonic_health::ServingStatus;
+    let (reporter, health, reflection) = health_and_reflection().await?;
+    for name in ["", service_name] {
+        reporter
+            .set_service_status(name, ServingStatus::Serving)
+            .await;
+    }
+    let on_shutdown = async move {
+        shutdown.await;
+        for name in ["", service_name] {
+            reporter
+                .set_service_status(name, ServingStatus::NotServing)
+                .await;
+        }
+    };
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    tonic::transport::Server::builder()
+        // One span per call, carrying the gateway's request id across the hop.
+        .trace_fn(move |request| {
+            let request_id = request
+                .headers()
+                .get(REQUEST_ID)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            tracing::info_span!(
+                "grpc",
+                service = service_name,
+                method = %request.uri().path(),
+                request_id = %request_id,
+            )
+        })
+        .add_routes(routes)
+        .add_service(health)
+        .add_service(reflection)
+        .serve_with_incoming_shutdown(incoming, on_shutdown)
+        .await?;
+    Ok(())
+}
+
+/// Boots a service: connects and migrates its database, runs its outbox relay, serves the
+/// routes `make_routes` builds on that database until `shutdown`, then stops the relay after a
+/// last pass and closes the pool.
+pub async fn run_service(
+    service_name: &'static str,
+    migrations: crate::db::Migrations,
+    database_url: &str,
+    deps: &Deps,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    make_routes: impl FnOnce(crate::db::Database) -> anyhow::Result<tonic::service::Routes>,
+) -> anyhow::Result<()> {
+    let db = crate::db::Database::connect_and_migrate(database_url, migrations).await?;
+    let relay = crate::events::outbox::Relay::new(db.clone(), deps.bus.clone(), deps.clock.clone());
+    let (stop_relay, relay_stopped) = tokio::sync::oneshot::channel::<()>();
+    let relay_task = tokio::spawn(relay.run(async {
+        let _ = relay_stopped.await;
+    }));
+    let routes = make_routes(db.clone())?;
+    let served = serve(service_name, routes, listener, shutdown).await;
+    let _ = stop_relay.send(());
+    let _ = relay_task.await;
+    db.close().await;
+    served
+}
+
+/// `latchkey.common.v1.Service`, answered by every service from its own database.
+pub struct Describe {
+    pub service: &'static str,
+    pub db: crate::db::Database,
+}
+
+#[tonic::async_trait]
+impl latchkey_proto::common::v1::service_server::Service for Describe {
+    async fn describe(
+        &self,
+        request: Request<latchkey_proto::common::v1::DescribeRequest>,
+    ) -> Result<tonic::Response<latchkey_proto::common::v1::DescribeResponse>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let consumed_events = crate::events::consume::consumed_count(&self.db, ctx.project_id)
+            .await
+            .map_err(|e| {
+                tracing::error!(service = self.service, error = %e, "store failed");
+                CodedError::internal().into_status()
+            })?;
+        Ok(tonic::Response::new(
+            latchkey_proto::common::v1::DescribeResponse {
+                service: self.service.to_owned(),
+                consumed_events,
+            },
+        ))
+    }
+}
+
+/// Boots a service whose only API so far is `Describe` (teams, contacts, webhooks until their
+/// issues give them behaviour).
+pub async fn run_describe_only(
+    service_name: &'static str,
+    migrations: crate::db::Migrations,
+    database_url: &str,
+    deps: &Deps,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let routes = |db| {
+        let describe = Describe {
+            service: service_name,
+            db,
+        };
+        let server = latchkey_proto::common::v1::service_server::ServiceServer::new(describe);
+        Ok(guarded(server, deps, deps.remote_server_keys()?))
+    };
+    run_service(
+        service_name,
+        migrations,
+        database_url,
+        deps,
+        listener,
+        shutdown,
+        routes,
+    )
+    .await
+}
