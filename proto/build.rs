@@ -6,9 +6,7 @@ use std::path::PathBuf;
 const PROTOS: &[&str] = &[
     "latchkey/common/v1/common.proto",
     "latchkey/auth/v1/auth.proto",
-    "latchkey/teams/v1/teams.proto",
     "latchkey/contacts/v1/contacts.proto",
-    "latchkey/webhooks/v1/webhooks.proto",
     "latchkey/events/v1/events.proto",
 ];
 

@@ -53,6 +53,20 @@ struct Cli {
 
     #[command(flatten)]
     common: Common,
+
+    /// SMTP server for outgoing mail (`smtp://host:port`, `smtps://user:pass@host:465`).
+    /// Unset: the dev mailbox (stored, logged, readable at `GET /api/v1/internal/emails`).
+    #[arg(long, env = "LATCHKEY_SMTP_URL", hide_env_values = true, global = true)]
+    smtp_url: Option<String>,
+
+    /// Sender of outgoing mail.
+    #[arg(
+        long,
+        env = "LATCHKEY_EMAIL_FROM",
+        default_value = "Latchkey <noreply@latchkey.localhost>",
+        global = true
+    )]
+    email_from: String,
 }
 
 /// Each service's database. Unset: a SQLite file in the data directory.
@@ -144,6 +158,13 @@ enum Component {
 }
 
 impl Cli {
+    fn mail(&self) -> latchkey_contacts::MailConfig {
+        latchkey_contacts::MailConfig {
+            smtp_url: self.smtp_url.clone(),
+            from: self.email_from.clone(),
+        }
+    }
+
     fn databases(&self) -> Databases {
         let local = Databases::sqlite_in(&self.data_dir);
         let d = &self.databases;
@@ -176,7 +197,7 @@ async fn main() -> anyhow::Result<()> {
                 })?;
             let dbs = cli.databases();
             if matches!(component, Component::Gateway) {
-                let state = AppState::new(GatewayConfig {
+                let config = GatewayConfig {
                     auth_addr: auth_addr.clone(),
                     teams_addr: teams_addr.clone(),
                     contacts_addr: contacts_addr.clone(),
@@ -188,7 +209,12 @@ async fn main() -> anyhow::Result<()> {
                         .unwrap_or_else(|| format!("http://{}", cli.http_addr)),
                     max_body_bytes: cli.max_body_bytes,
                     key_cache_ttl: Duration::from_secs(2),
-                })?;
+                };
+                let bus = match &cli.common.amqp_url {
+                    Some(url) => Some(system::bus(Some(url)).await?),
+                    None => None,
+                };
+                let state = AppState::new(config, bus)?;
                 let listener = tokio::net::TcpListener::bind(&cli.http_addr).await?;
                 tracing::info!(addr = %listener.local_addr()?, "gateway listening");
                 return latchkey_gateway::serve(listener, state, shutdown_signal()).await;
@@ -207,6 +233,11 @@ async fn main() -> anyhow::Result<()> {
                     latchkey_auth::serve(
                         latchkey_auth::Config {
                             database_url: dbs.auth,
+                            contacts_addr: contacts_addr.clone(),
+                            public_url: cli
+                                .public_url
+                                .clone()
+                                .unwrap_or_else(|| format!("http://{}", cli.http_addr)),
                         },
                         deps,
                         listener,
@@ -229,6 +260,7 @@ async fn main() -> anyhow::Result<()> {
                     latchkey_contacts::serve(
                         latchkey_contacts::Config {
                             database_url: dbs.contacts,
+                            mail: cli.mail(),
                         },
                         deps,
                         listener,
@@ -304,6 +336,7 @@ async fn embedded(cli: &Cli) -> anyhow::Result<()> {
         public_url: cli.public_url.clone(),
         databases: cli.databases(),
         amqp_url: cli.common.amqp_url.clone(),
+        mail: cli.mail(),
         max_body_bytes: cli.max_body_bytes,
         key_cache_ttl: Duration::from_secs(2),
     })

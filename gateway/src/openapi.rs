@@ -3,7 +3,7 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use crate::routes::{internal, projects, root};
+use crate::routes::{auth_password, auth_sessions, internal, projects, root, users};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -21,6 +21,27 @@ use crate::routes::{internal, projects, root};
         internal::list_api_keys,
         internal::create_api_key,
         internal::update_api_key,
+        internal::list_emails,
+        auth_password::sign_up,
+        auth_password::sign_in,
+        auth_password::update,
+        auth_password::set,
+        auth_password::send_reset_code,
+        auth_password::reset,
+        auth_password::check_reset_code,
+        auth_sessions::list,
+        auth_sessions::create,
+        auth_sessions::delete,
+        auth_sessions::sign_out,
+        auth_sessions::refresh,
+        users::get_me,
+        users::update_me,
+        users::delete_me,
+        users::list,
+        users::create,
+        users::get,
+        users::update,
+        users::delete,
         document,
     )
 )]

@@ -12,6 +12,12 @@ use crate::access::token::TokenVerifier;
 use crate::metrics::Metrics;
 
 pub use latchkey_shared::grpc::AuthClient;
+pub type UsersClient = latchkey_proto::auth::v1::users_client::UsersClient<
+    tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
+>;
+pub type ContactsClient = latchkey_proto::contacts::v1::contacts_client::ContactsClient<
+    tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
+>;
 
 /// Where the services are and how to reach them.
 #[derive(Debug, Clone)]
@@ -35,6 +41,9 @@ pub struct AppState(pub Arc<Inner>);
 pub struct Inner {
     pub config: GatewayConfig,
     pub auth: AuthClient,
+    pub users: UsersClient,
+    pub contacts: ContactsClient,
+    pub revocations: crate::access::revocations::Revocations,
     /// Channels for readiness checks, one per service.
     pub health: Vec<(&'static str, Channel)>,
     pub access: AccessChecker,
@@ -43,14 +52,36 @@ pub struct Inner {
 }
 
 impl AppState {
-    pub fn new(config: GatewayConfig) -> anyhow::Result<Self> {
+    /// `bus` carries session revocations to this gateway; without it (a gateway run alone,
+    /// with no broker configured) revoked sessions' access tokens live until they expire.
+    pub fn new(
+        config: GatewayConfig,
+        bus: Option<latchkey_shared::events::SharedBus>,
+    ) -> anyhow::Result<Self> {
         let caller = PresentCaller::new(&config.internal_token)?;
         let auth_channel = lazy_channel(&config.auth_addr)?;
-        let auth = ProjectsClient::with_interceptor(auth_channel.clone(), caller);
+        let auth = ProjectsClient::with_interceptor(auth_channel.clone(), caller.clone());
+        let users = latchkey_proto::auth::v1::users_client::UsersClient::with_interceptor(
+            auth_channel.clone(),
+            caller.clone(),
+        );
+        let contacts_channel = lazy_channel(&config.contacts_addr)?;
+        let contacts =
+            latchkey_proto::contacts::v1::contacts_client::ContactsClient::with_interceptor(
+                contacts_channel.clone(),
+                caller,
+            );
+        let revocations = crate::access::revocations::Revocations::default();
+        match bus {
+            Some(bus) => revocations.follow(bus),
+            None => tracing::warn!(
+                "no event bus: ended sessions' access tokens stay valid until they expire"
+            ),
+        }
         let health = vec![
             ("auth", auth_channel),
             ("teams", lazy_channel(&config.teams_addr)?),
-            ("contacts", lazy_channel(&config.contacts_addr)?),
+            ("contacts", contacts_channel),
             ("webhooks", lazy_channel(&config.webhooks_addr)?),
         ];
         Ok(Self(Arc::new(Inner {
@@ -58,6 +89,9 @@ impl AppState {
             tokens: TokenVerifier::new(auth.clone(), config.public_url.clone()),
             metrics: Metrics::default(),
             auth,
+            users,
+            contacts,
+            revocations,
             health,
             config,
         })))

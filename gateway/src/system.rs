@@ -48,6 +48,7 @@ pub struct SystemConfig {
     pub databases: Databases,
     /// RabbitMQ; `None` selects the in-process bus.
     pub amqp_url: Option<SecretString>,
+    pub mail: latchkey_contacts::MailConfig,
     pub max_body_bytes: usize,
     pub key_cache_ttl: Duration,
 }
@@ -80,57 +81,21 @@ pub async fn bus(amqp_url: Option<&SecretString>) -> anyhow::Result<SharedBus> {
 
 pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
     let internal_token = SecretString::from(latchkey_shared::crypto::random_base32(45));
-    // Auth's listener is bound first so the other services know where to check server keys.
-    let auth_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let deps = Deps {
-        bus: bus(cfg.amqp_url.as_ref()).await?,
-        clock: clock::system(),
-        internal_token: internal_token.clone(),
-        auth_addr: auth_listener.local_addr()?.to_string(),
-    };
-    let (stop, stop_rx) = watch::channel(false);
-    let mut tasks = Vec::new();
-    let mut grpc_addrs = Vec::new();
-
-    macro_rules! start_service {
-        ($name:literal, $krate:ident, $url:expr, $listener:expr) => {{
-            let listener = $listener;
-            grpc_addrs.push(($name, listener.local_addr()?));
-            let cfg = $krate::Config {
-                database_url: $url.clone(),
-            };
-            let task = tokio::spawn($krate::serve(
-                cfg,
-                deps.clone(),
-                listener,
-                stopped(stop_rx.clone()),
-            ));
-            tasks.push(($name, task));
-        }};
-    }
+    // Every listener is bound before anything starts, so each component knows the others'
+    // addresses (and tokens their issuer) from the start.
     let loopback = || tokio::net::TcpListener::bind("127.0.0.1:0");
-    start_service!("auth", latchkey_auth, cfg.databases.auth, auth_listener);
-    start_service!(
-        "teams",
-        latchkey_teams,
-        cfg.databases.teams,
-        loopback().await?
-    );
-    start_service!(
-        "contacts",
-        latchkey_contacts,
-        cfg.databases.contacts,
-        loopback().await?
-    );
-    start_service!(
-        "webhooks",
-        latchkey_webhooks,
-        cfg.databases.webhooks,
-        loopback().await?
-    );
-
-    let listener = tokio::net::TcpListener::bind(&cfg.http_addr).await?;
-    let http_addr = listener.local_addr()?;
+    let listeners = [
+        loopback().await?,
+        loopback().await?,
+        loopback().await?,
+        loopback().await?,
+    ];
+    let names = ["auth", "teams", "contacts", "webhooks"];
+    let grpc_addrs: Vec<(&'static str, SocketAddr)> = names
+        .iter()
+        .zip(&listeners)
+        .map(|(n, l)| Ok((*n, l.local_addr()?)))
+        .collect::<std::io::Result<_>>()?;
     let addr = |name: &str| {
         grpc_addrs
             .iter()
@@ -138,19 +103,67 @@ pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
             .map(|(_, a)| a.to_string())
             .unwrap_or_default()
     };
-    let state = AppState::new(GatewayConfig {
+    let http_listener = tokio::net::TcpListener::bind(&cfg.http_addr).await?;
+    let http_addr = http_listener.local_addr()?;
+    let public_url = cfg
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{http_addr}"));
+
+    let bus = bus(cfg.amqp_url.as_ref()).await?;
+    let deps = Deps {
+        bus: bus.clone(),
+        clock: clock::system(),
+        internal_token: internal_token.clone(),
+        auth_addr: addr("auth"),
+    };
+    let (stop, stop_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+    let [auth_l, teams_l, contacts_l, webhooks_l] = listeners;
+    let dbs = &cfg.databases;
+    macro_rules! start_service {
+        ($name:literal, $krate:ident, $cfg:expr, $listener:expr) => {{
+            let task = tokio::spawn($krate::serve(
+                $cfg,
+                deps.clone(),
+                $listener,
+                stopped(stop_rx.clone()),
+            ));
+            tasks.push(($name, task));
+        }};
+    }
+    let auth = latchkey_auth::Config {
+        database_url: dbs.auth.clone(),
+        contacts_addr: addr("contacts"),
+        public_url: public_url.clone(),
+    };
+    start_service!("auth", latchkey_auth, auth, auth_l);
+    let teams = latchkey_teams::Config {
+        database_url: dbs.teams.clone(),
+    };
+    start_service!("teams", latchkey_teams, teams, teams_l);
+    let contacts = latchkey_contacts::Config {
+        database_url: dbs.contacts.clone(),
+        mail: cfg.mail.clone(),
+    };
+    start_service!("contacts", latchkey_contacts, contacts, contacts_l);
+    let webhooks = latchkey_webhooks::Config {
+        database_url: dbs.webhooks.clone(),
+    };
+    start_service!("webhooks", latchkey_webhooks, webhooks, webhooks_l);
+
+    let gateway = GatewayConfig {
         auth_addr: addr("auth"),
         teams_addr: addr("teams"),
         contacts_addr: addr("contacts"),
         webhooks_addr: addr("webhooks"),
         internal_token: internal_token.clone(),
-        public_url: cfg
-            .public_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{http_addr}")),
+        public_url,
         max_body_bytes: cfg.max_body_bytes,
         key_cache_ttl: cfg.key_cache_ttl,
-    })?;
+    };
+    let state = AppState::new(gateway, Some(bus))?;
+    let listener = http_listener;
     tasks.push((
         "gateway",
         tokio::spawn(crate::serve(listener, state, stopped(stop_rx.clone()))),

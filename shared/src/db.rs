@@ -123,3 +123,15 @@ pub fn is_unique_violation(err: &sqlx::Error) -> bool {
     err.as_database_error()
         .is_some_and(|d| d.is_unique_violation())
 }
+
+/// Runs the same statement code against whichever pool a `Database` holds. Only for SQL that
+/// is identical on both backends (UUIDs bind natively on Postgres and as BLOBs on SQLite).
+#[macro_export]
+macro_rules! with_pool {
+    ($db:expr, $pool:ident => $body:expr) => {
+        match $db {
+            $crate::db::Database::Postgres($pool) => $body,
+            $crate::db::Database::Sqlite($pool) => $body,
+        }
+    };
+}

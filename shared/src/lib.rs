@@ -2,12 +2,16 @@
 
 /// `Clock` and its system and manual implementations.
 pub mod clock;
+/// One-time verification codes (70 §4).
+pub mod codes;
 /// Settings common to every component, read from `LATCHKEY_*` variables.
 pub mod config;
 /// Random secrets, storage hashes, constant-time comparison.
 pub mod crypto;
 /// Connect and migrate a service's own database (Postgres or SQLite).
 pub mod db;
+/// E-mail normalisation and validation.
+pub mod email;
 /// The error-code table and the one mapping to and from gRPC statuses.
 pub mod error;
 /// Change events: envelope, buses, outbox relay, consumer helper.
@@ -16,8 +20,14 @@ pub mod events;
 pub mod grpc;
 /// Access headers under all three prefixes.
 pub mod headers;
+/// Password hashing (argon2id, bcrypt import) off the async runtime.
+pub mod password;
+/// A shutdown signal many tasks can wait on.
+pub mod shutdown;
 /// Structured logging set-up.
 pub mod telemetry;
 /// Per-run databases, vhosts and cleanup for tests against the real servers.
 #[cfg(feature = "test-support")]
 pub mod testing;
+/// Trusted callback URLs (50 §7).
+pub mod urls;

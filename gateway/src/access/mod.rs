@@ -1,6 +1,7 @@
 //! Access headers (00 §2–3): the middleware that runs validation steps 1–8 of 00 §3.1 on every
 //! matched route, and the extractors handlers use for step 9 (allowed access types).
 
+pub mod revocations;
 pub mod token;
 
 use axum::extract::{FromRequestParts, Request, State};
@@ -42,6 +43,52 @@ impl Access {
     pub fn request<T>(&self, message: T) -> tonic::Request<T> {
         self.context().request(message)
     }
+
+    pub fn user_id(&self) -> Option<Uuid> {
+        self.user.as_ref().map(|u| u.user_id)
+    }
+
+    pub fn session_id(&self) -> Option<Uuid> {
+        self.user.as_ref().and_then(|u| u.session_id)
+    }
+
+    /// The signed-in user, for endpoints that need one (00 §3.1 step 10).
+    pub fn require_user(&self) -> Result<Uuid, ApiError> {
+        self.user_id().ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::UserAuthenticationRequired,
+                "This endpoint needs a signed-in user.",
+            )
+        })
+    }
+
+    /// Resolves a user id from a path or query (`me` or a UUID); a client may only name itself.
+    pub fn resolve_user(&self, text: &str) -> Result<Uuid, ApiError> {
+        let id = if text == "me" {
+            self.user_id().ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::CannotGetOwnUserWithoutUser,
+                    "`me` needs a signed-in user.",
+                )
+            })?
+        } else {
+            Uuid::parse_str(text)
+                .map_err(|_| ApiError::schema(format!("user_id must be a UUID or `me`: {text}")))?
+        };
+        if self.access_type == AccessType::Client && Some(id) != self.user_id() {
+            if self.user_id().is_none() {
+                return Err(ApiError::new(
+                    ErrorCode::CannotGetOwnUserWithoutUser,
+                    "Sign in first.",
+                ));
+            }
+            return Err(ApiError::new(
+                ErrorCode::ClientAccessOwnUserOnly,
+                "Clients may only access their own user.",
+            ));
+        }
+        Ok(id)
+    }
 }
 
 /// Result of steps 1–8: `None` for an unauthenticated request.
@@ -51,7 +98,20 @@ struct Validated(Option<Access>);
 /// Middleware: validates the access headers and stores the outcome for the extractors.
 pub async fn validate(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
     let request_id = request.extensions().get::<RequestId>().map(|r| r.0.clone());
-    match validate_headers(&app, request.headers(), request_id).await {
+    // Signing out with a dead access token still works when a refresh token names the session
+    // (80 §11.22); everywhere else a bad token fails the request.
+    let sign_out = request.method() == axum::http::Method::DELETE
+        && request.uri().path() == "/api/v1/auth/sessions/current"
+        && headers::present(request.headers(), headers::REFRESH_TOKEN);
+    let mut outcome = validate_headers(&app, request.headers(), request_id.clone()).await;
+    if sign_out && matches!(&outcome, Err(e) if e.code() == ErrorCode::AccessTokenExpired) {
+        let mut without_token = request.headers().clone();
+        for name in headers::all_forms(headers::ACCESS_TOKEN) {
+            without_token.remove(name.as_str());
+        }
+        outcome = validate_headers(&app, &without_token, request_id).await;
+    }
+    match outcome {
         Ok(access) => {
             request.extensions_mut().insert(Validated(access));
             next.run(request).await
@@ -140,6 +200,22 @@ async fn validate_headers(
                 )
                 .with_details(json!({ "restricted_reason": { "type": "email_not_verified" } })));
             }
+            // Step 8: sessions ended and users deleted since the token was issued.
+            if app
+                .revocations
+                .is_revoked(user.user_id, user.session_id, user.issued_at_secs)
+            {
+                return Err(ApiError::new(
+                    ErrorCode::AccessTokenExpired,
+                    "The session of this access token has ended.",
+                )
+                .with_details(json!({
+                    "expired_at_millis": null,
+                    "project_id": project_id,
+                    "user_id": user.user_id,
+                    "refresh_token_id": user.session_id,
+                })));
+            }
             Some(user)
         }
     };
@@ -155,7 +231,6 @@ async fn validate_headers(
         AccessOutcome::Granted if key.is_some() => {}
         _ => return Err(key_error(access_type, key.is_none(), project_id)),
     }
-    // Step 8 (a deleted user's tokens) arrives with users, in the accounts issue.
     Ok(Some(Access {
         access_type,
         project_id,
@@ -224,6 +299,23 @@ pub struct MaybeAccess(pub Option<Access>);
 
 /// Admin access only (A).
 pub struct AdminAccess(pub Access);
+
+/// Server or admin access (S, A).
+pub struct ServerAccess(pub Access);
+
+impl<S: Send + Sync> FromRequestParts<S> for ServerAccess {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let AnyAccess(access) = AnyAccess::from_request_parts(parts, state).await?;
+        if access.access_type == AccessType::Client {
+            return Err(insufficient(
+                access.access_type,
+                &[AccessType::Server, AccessType::Admin],
+            ));
+        }
+        Ok(Self(access))
+    }
+}
 
 impl<S: Send + Sync> FromRequestParts<S> for MaybeAccess {
     type Rejection = ApiError;

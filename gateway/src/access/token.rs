@@ -25,8 +25,9 @@ const MIN_REFETCH: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenUser {
     pub user_id: Uuid,
-    pub session_id: Option<String>,
+    pub session_id: Option<Uuid>,
     pub restricted: bool,
+    pub issued_at_secs: i64,
     pub expires_at_secs: i64,
 }
 
@@ -36,6 +37,8 @@ struct Claims {
     aud: String,
     iss: String,
     exp: i64,
+    #[serde(default)]
+    iat: i64,
     project_id: String,
     #[serde(default)]
     refresh_token_id: Option<String>,
@@ -175,8 +178,12 @@ impl TokenVerifier {
         }
         Ok(TokenUser {
             user_id,
-            session_id: claims.refresh_token_id,
+            session_id: claims
+                .refresh_token_id
+                .as_deref()
+                .and_then(|s| Uuid::parse_str(s).ok()),
             restricted,
+            issued_at_secs: claims.iat,
             expires_at_secs: claims.exp,
         })
     }

@@ -158,3 +158,34 @@ pub async fn update_api_key(
     let key = app.auth.clone().update_api_key(request).await?.into_inner();
     Ok(Json(key_set_json(&key)))
 }
+
+#[utoipa::path(get, path = "/api/v1/internal/emails", tag = "admin",
+    responses((status = 200, description = "Mail sent for the project, newest first; bodies only in dev-mailbox mode")))]
+pub async fn list_emails(
+    State(app): State<AppState>,
+    AdminAccess(access): AdminAccess,
+    _: Query<NoQuery>,
+) -> ApiResult<Json<Value>> {
+    let list = app
+        .contacts
+        .clone()
+        .list_emails(access.request(latchkey_proto::contacts::v1::Empty {}))
+        .await?
+        .into_inner();
+    let items: Vec<Value> = list
+        .items
+        .into_iter()
+        .map(|e| {
+            let mut item = json!({
+                "id": e.id, "to": e.to, "subject": e.subject, "template": e.template,
+                "status": e.status, "error": e.error, "created_at_millis": e.created_at_millis,
+            });
+            if let (Some(text), Some(html)) = (e.text, e.html) {
+                item["text"] = json!(text);
+                item["html"] = json!(html);
+            }
+            item
+        })
+        .collect();
+    Ok(Json(json!({ "items": items, "is_paginated": false })))
+}

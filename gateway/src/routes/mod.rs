@@ -1,12 +1,15 @@
 //! The REST routes under `/api/v1`, one module per spec area, plus the operational routes.
 
+pub mod auth_password;
+pub mod auth_sessions;
 pub mod health;
 pub mod internal;
 pub mod projects;
 pub mod root;
+pub mod users;
 
 use axum::middleware::from_fn_with_state;
-use axum::routing::{get, patch};
+use axum::routing::{get, patch, post};
 use axum::Router;
 
 use crate::access;
@@ -36,7 +39,62 @@ pub fn api(state: AppState) -> Router<AppState> {
             "/api/v1/internal/api-keys/{api_key_id}",
             patch(internal::update_api_key),
         )
+        .route("/api/v1/internal/emails", get(internal::list_emails))
+        .merge(auth_routes())
+        .merge(user_routes())
         .route_layer(from_fn_with_state(state, access::validate))
+}
+
+fn auth_routes() -> Router<AppState> {
+    use axum::routing::delete;
+    Router::new()
+        .route(
+            "/api/v1/auth/password/sign-up",
+            post(auth_password::sign_up),
+        )
+        .route(
+            "/api/v1/auth/password/sign-in",
+            post(auth_password::sign_in),
+        )
+        .route("/api/v1/auth/password/update", post(auth_password::update))
+        .route("/api/v1/auth/password/set", post(auth_password::set))
+        .route(
+            "/api/v1/auth/password/send-reset-code",
+            post(auth_password::send_reset_code),
+        )
+        .route("/api/v1/auth/password/reset", post(auth_password::reset))
+        .route(
+            "/api/v1/auth/password/reset/check-code",
+            post(auth_password::check_reset_code),
+        )
+        .route(
+            "/api/v1/auth/sessions",
+            get(auth_sessions::list).post(auth_sessions::create),
+        )
+        .route(
+            "/api/v1/auth/sessions/current",
+            delete(auth_sessions::sign_out),
+        )
+        .route(
+            "/api/v1/auth/sessions/current/refresh",
+            post(auth_sessions::refresh),
+        )
+        .route("/api/v1/auth/sessions/{id}", delete(auth_sessions::delete))
+}
+
+fn user_routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/api/v1/users/me",
+            get(users::get_me)
+                .patch(users::update_me)
+                .delete(users::delete_me),
+        )
+        .route("/api/v1/users", get(users::list).post(users::create))
+        .route(
+            "/api/v1/users/{user_id}",
+            get(users::get).patch(users::update).delete(users::delete),
+        )
 }
 
 /// Health and metrics, outside `/api/v1` and without headers (80 §11.6).

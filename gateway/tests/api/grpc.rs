@@ -50,10 +50,12 @@ both_modes!(callers_must_authenticate, |app: &TestApp| async move {
             .describe(with_key(DescribeRequest {}, &p.id, &p.server_key))
             .await;
         let ok = ok.unwrap_or_else(|e| panic!("{service}: {e}")).into_inner();
-        assert_eq!(
-            (ok.service.as_str(), ok.consumed_events),
-            (format!("latchkey.{service}.v1").as_str(), 0)
+        assert!(
+            ok.service.starts_with(&format!("latchkey.{service}.v1")),
+            "{}",
+            ok.service
         );
+        assert_eq!(ok.consumed_events, 0);
         // Health needs no credentials.
         let channel = latchkey_shared::grpc::lazy_channel(&app.grpc_addr(service))
             .unwrap_or_else(|e| panic!("{e}"));

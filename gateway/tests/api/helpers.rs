@@ -95,6 +95,7 @@ impl TestApp {
                         public_url: None,
                         databases,
                         amqp_url: None,
+                        mail: Default::default(),
                         max_body_bytes: 64 * 1024,
                         key_cache_ttl: Duration::from_secs(2),
                     })

@@ -18,6 +18,22 @@ pub enum Error {
     Invalid(String),
     #[error("settings changed concurrently")]
     Contended,
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the profile image must be an http(s) URL (servers only) or a base64 image")]
+    InvalidProfileImageUrl,
+    #[error("password_hash must be a bcrypt hash ($2a$, $2b$ or $2y$)")]
+    InvalidPasswordHash,
+    /// A rule of the contract with its own code.
+    #[error("{0}")]
+    Coded(CodedError),
+    /// An error another service answered with, passed on as it is.
+    #[error("{0}")]
+    Upstream(tonic::Status),
+    #[error(transparent)]
+    Password(#[from] latchkey_shared::password::PasswordError),
+    #[error(transparent)]
+    Token(#[from] jsonwebtoken::errors::Error),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -46,6 +62,23 @@ impl From<Error> for tonic::Status {
                 ErrorCode::ServiceUnavailable,
                 "The settings were changed concurrently; try again.",
             ),
+            Error::BadRequest(m) => CodedError::new(ErrorCode::BadRequest, m.clone()),
+            Error::InvalidProfileImageUrl => {
+                CodedError::new(ErrorCode::InvalidProfileImageUrl, err.to_string())
+            }
+            Error::InvalidPasswordHash => {
+                CodedError::new(ErrorCode::InvalidPasswordHash, err.to_string())
+            }
+            Error::Coded(c) => c.clone(),
+            Error::Upstream(status) => return status.clone(),
+            Error::Password(e) => {
+                tracing::error!(error = %e, "password hashing failed");
+                CodedError::internal()
+            }
+            Error::Token(e) => {
+                tracing::error!(error = %e, "token signing failed");
+                CodedError::internal()
+            }
             Error::Store(e) => {
                 tracing::error!(error = ?e, "auth store failed");
                 CodedError::internal()
@@ -57,6 +90,29 @@ impl From<Error> for tonic::Status {
         };
         coded.into_status()
     }
+}
+
+impl From<CodedError> for Error {
+    fn from(e: CodedError) -> Self {
+        Self::Coded(e)
+    }
+}
+
+impl From<latchkey_shared::codes::CodeError> for Error {
+    fn from(e: latchkey_shared::codes::CodeError) -> Self {
+        Self::Coded(e.into())
+    }
+}
+
+impl From<tonic::Status> for Error {
+    fn from(s: tonic::Status) -> Self {
+        Self::Upstream(s)
+    }
+}
+
+/// Shorthand for a coded error.
+pub fn coded(code: ErrorCode, message: impl Into<String>) -> Error {
+    Error::Coded(CodedError::new(code, message))
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,6 +1,7 @@
 //! The auth service. This part: projects, their settings, key sets and signing keys.
 //! Public surface: `Config`, `serve`, and the operator functions the CLI uses.
 
+mod app;
 mod domain;
 mod error;
 mod grpc;
@@ -9,9 +10,13 @@ mod store;
 use std::sync::Arc;
 
 use latchkey_proto::auth::v1::projects_server::ProjectsServer;
+use latchkey_proto::auth::v1::users_server::UsersServer;
+use latchkey_proto::contacts::v1::contacts_client::ContactsClient;
 use latchkey_shared::clock::SharedClock;
 use latchkey_shared::db::{Database, Migrations};
 use latchkey_shared::grpc::Deps;
+use latchkey_shared::grpc::PresentCaller;
+use latchkey_shared::password::Passwords;
 
 use crate::store::{PostgresStore, ProjectStore, SqliteStore};
 
@@ -27,6 +32,10 @@ static MIGRATIONS: Migrations = Migrations {
 pub struct Config {
     /// `postgres://…` or `sqlite://…` for this service's own database.
     pub database_url: String,
+    /// Where the contacts service answers.
+    pub contacts_addr: String,
+    /// Public base URL of the gateway, for token issuers.
+    pub public_url: String,
 }
 
 fn store_for(db: &Database) -> Arc<dyn ProjectStore> {
@@ -45,17 +54,30 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let clock = deps.clock.clone();
-    let routes = |db: Database| {
+    let routes = |db: Database, _| {
         let store = store_for(&db);
-        let keys = Arc::new(domain::keys::LocalServerKeys::new(
-            store.clone(),
-            clock.clone(),
-        ));
-        let service = grpc::Projects::new(store, clock);
-        Ok(latchkey_shared::grpc::guarded(
-            ProjectsServer::new(service),
-            &deps,
-            keys,
+        let keys: Arc<dyn latchkey_shared::grpc::ServerKeys> = Arc::new(
+            domain::keys::LocalServerKeys::new(store.clone(), clock.clone()),
+        );
+        let contacts = ContactsClient::with_interceptor(
+            latchkey_shared::grpc::lazy_channel(&cfg.contacts_addr)?,
+            PresentCaller::new(&deps.internal_token)?,
+        );
+        let app = Arc::new(app::App {
+            projects: store.clone(),
+            accounts: store::accounts::Accounts::new(db.clone()),
+            codes: latchkey_shared::codes::Codes::new(db.clone(), clock.clone()),
+            passwords: Passwords::default(),
+            contacts,
+            clock: clock.clone(),
+            public_url: cfg.public_url.trim_end_matches('/').to_owned(),
+        });
+        let projects = grpc::Projects::new(store, clock);
+        let routes =
+            latchkey_shared::grpc::guarded(ProjectsServer::new(projects), &deps, keys.clone());
+        let users = UsersServer::new(grpc::Users::new(app));
+        Ok(latchkey_shared::grpc::also_guarded(
+            routes, users, &deps, keys,
         ))
     };
     latchkey_shared::grpc::run_service(

@@ -186,14 +186,23 @@ async fn declare_queue(channel: &Channel, queue: &str, bindings: &[String]) -> l
 /// Consumes until the receiver is dropped; returns when the connection breaks.
 async fn consume_once(
     url: &str,
-    queue: &str,
+    queue: Option<&str>,
     bindings: &[String],
     out: &mpsc::Sender<Delivery>,
 ) -> Result<(), BusError> {
     let (_conn, channel) = open(url).await?;
-    declare_queue(&channel, queue, bindings)
-        .await
-        .map_err(unavailable)?;
+    let queue = match queue {
+        Some(name) => {
+            declare_queue(&channel, name, bindings)
+                .await
+                .map_err(unavailable)?;
+            name.to_owned()
+        }
+        None => declare_transient(&channel, bindings)
+            .await
+            .map_err(unavailable)?,
+    };
+    let queue = queue.as_str();
     channel
         .basic_qos(PREFETCH, BasicQosOptions::default())
         .await
@@ -248,21 +257,66 @@ impl Subscriber for AmqpBus {
             .map_err(unavailable)?;
         let _ = conn.close(200, "declared").await;
 
+        Ok(self.consume(Some(queue.to_owned()), bindings))
+    }
+
+    async fn subscribe_transient(
+        &self,
+        bindings: &[&str],
+    ) -> Result<mpsc::Receiver<Delivery>, BusError> {
+        let (conn, _) = open(&self.url).await?;
+        let _ = conn.close(200, "checked").await;
+        let bindings = bindings.iter().map(|b| (*b).to_owned()).collect();
+        Ok(self.consume(None, bindings))
+    }
+}
+
+impl AmqpBus {
+    /// Consumes in the background, reconnecting after broker failures, until `rx` is dropped.
+    fn consume(&self, queue: Option<String>, bindings: Vec<String>) -> mpsc::Receiver<Delivery> {
         let (tx, rx) = mpsc::channel(PREFETCH.into());
-        let (url, queue) = (self.url.clone(), queue.to_owned());
+        let url = self.url.clone();
         tokio::spawn(async move {
             let mut backoff = Duration::from_millis(200);
             while !tx.is_closed() {
-                match consume_once(&url, &queue, &bindings, &tx).await {
+                match consume_once(&url, queue.as_deref(), &bindings, &tx).await {
                     Ok(()) => break,
                     Err(e) => {
-                        tracing::warn!(queue, error = %e, "consumer lost the broker; reconnecting");
+                        tracing::warn!(queue = ?queue, error = %e, "consumer lost the broker; reconnecting");
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(Duration::from_secs(5));
                     }
                 }
             }
         });
-        Ok(rx)
+        rx
     }
+}
+
+/// A server-named, exclusive queue that disappears with its connection.
+async fn declare_transient(channel: &Channel, bindings: &[String]) -> lapin::Result<String> {
+    let queue = channel
+        .queue_declare(
+            "",
+            QueueDeclareOptions {
+                exclusive: true,
+                auto_delete: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    let name = queue.name().as_str().to_owned();
+    for binding in bindings {
+        channel
+            .queue_bind(
+                &name,
+                EXCHANGE,
+                binding,
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+    }
+    Ok(name)
 }

@@ -121,8 +121,22 @@ pub async fn run(
     handler: Arc<dyn Handler>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), super::BusError> {
-    let mut deliveries = bus.subscribe(queue, bindings).await?;
     tokio::pin!(shutdown);
+    // The broker may be down at start-up; keep trying rather than give up on the queue.
+    let mut backoff = std::time::Duration::from_millis(200);
+    let mut deliveries = loop {
+        match bus.subscribe(queue, bindings).await {
+            Ok(d) => break d,
+            Err(e) => {
+                tracing::warn!(queue, error = %e, "cannot subscribe yet; retrying");
+                tokio::select! {
+                    _ = &mut shutdown => return Ok(()),
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
+            }
+        }
+    };
     loop {
         tokio::select! {
             _ = &mut shutdown => return Ok(()),

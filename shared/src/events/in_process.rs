@@ -109,4 +109,12 @@ impl Subscriber for InProcessBus {
         });
         Ok(rx)
     }
+
+    async fn subscribe_transient(
+        &self,
+        bindings: &[&str],
+    ) -> Result<mpsc::Receiver<Delivery>, BusError> {
+        let name = format!("transient.{}", uuid::Uuid::new_v4());
+        self.subscribe(&name, bindings).await
+    }
 }

@@ -16,6 +16,26 @@ use uuid::Uuid;
 /// Name of the topic exchange every service publishes to; routing key = event type.
 pub const EXCHANGE: &str = "latchkey.events";
 
+/// Internal event (not a webhook type): sessions ended, so gateways refuse their access tokens
+/// (80 §6). Data: `{user_id, session_ids}`.
+pub const SESSIONS_REVOKED: &str = "internal.sessions.revoked";
+
+/// The change events customers may receive by webhook (60 §2).
+pub const PUBLIC_TYPES: [&str; 12] = [
+    "user.created",
+    "user.updated",
+    "user.deleted",
+    "team.created",
+    "team.updated",
+    "team.deleted",
+    "team_membership.created",
+    "team_membership.deleted",
+    "team_permission.created",
+    "team_permission.deleted",
+    "project_permission.created",
+    "project_permission.deleted",
+];
+
 /// One change event, as it travels on the bus (JSON) and reaches webhook consumers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
@@ -81,6 +101,13 @@ pub trait Subscriber: Send + Sync {
     async fn subscribe(
         &self,
         queue: &str,
+        bindings: &[&str],
+    ) -> Result<mpsc::Receiver<Delivery>, BusError>;
+
+    /// A queue of this subscriber's own that lives as long as it does: every instance (each
+    /// gateway, say) receives every matching event. Nothing is kept while nobody listens.
+    async fn subscribe_transient(
+        &self,
         bindings: &[&str],
     ) -> Result<mpsc::Receiver<Delivery>, BusError>;
 }

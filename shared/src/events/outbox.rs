@@ -218,3 +218,24 @@ impl Relay {
         Ok(())
     }
 }
+
+/// Writes an event into the outbox of the transaction's database, so a store can enqueue in
+/// the same statement code on either backend.
+#[async_trait::async_trait]
+pub trait Enqueue {
+    async fn enqueue(&mut self, event: &Event) -> sqlx::Result<()>;
+}
+
+#[async_trait::async_trait]
+impl Enqueue for PgConnection {
+    async fn enqueue(&mut self, event: &Event) -> sqlx::Result<()> {
+        enqueue_postgres(self, event).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Enqueue for SqliteConnection {
+    async fn enqueue(&mut self, event: &Event) -> sqlx::Result<()> {
+        enqueue_sqlite(self, event).await
+    }
+}

@@ -12,4 +12,6 @@ pub mod server;
 pub use caller::{is_internal, Callers, PresentCaller, ServerKeys};
 pub use client::{lazy_channel, AccessChecker, AuthClient};
 pub use context::{Context, DEFAULT_DEADLINE, REQUEST_ID};
-pub use server::{guarded, run_describe_only, run_service, serve, Deps};
+pub use server::{
+    also_guarded, guarded, run_describe_only, run_service, serve, with_describe, Deps,
+};

@@ -55,6 +55,29 @@ where
     tonic::service::Routes::new(Guarded::new(server, callers))
 }
 
+/// Adds another generated server, admitted like the first, to `routes`.
+pub fn also_guarded<S>(
+    routes: tonic::service::Routes,
+    server: S,
+    deps: &Deps,
+    keys: Arc<dyn ServerKeys>,
+) -> tonic::service::Routes
+where
+    S: tower::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + tonic::server::NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let callers = Callers::new(deps.internal_token.clone(), keys);
+    routes.add_service(Guarded::new(server, callers))
+}
+
 /// The health reporter and the reflection service every gRPC server mounts.
 #[allow(clippy::type_complexity)]
 async fn health_and_reflection() -> anyhow::Result<(
@@ -130,16 +153,20 @@ pub async fn run_service(
     deps: &Deps,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    make_routes: impl FnOnce(crate::db::Database) -> anyhow::Result<tonic::service::Routes>,
+    make_routes: impl FnOnce(
+        crate::db::Database,
+        crate::shutdown::Shutdown,
+    ) -> anyhow::Result<tonic::service::Routes>,
 ) -> anyhow::Result<()> {
+    let shutdown = crate::shutdown::Shutdown::on(shutdown);
     let db = crate::db::Database::connect_and_migrate(database_url, migrations).await?;
     let relay = crate::events::outbox::Relay::new(db.clone(), deps.bus.clone(), deps.clock.clone());
     let (stop_relay, relay_stopped) = tokio::sync::oneshot::channel::<()>();
     let relay_task = tokio::spawn(relay.run(async {
         let _ = relay_stopped.await;
     }));
-    let routes = make_routes(db.clone())?;
-    let served = serve(service_name, routes, listener, shutdown).await;
+    let routes = make_routes(db.clone(), shutdown.clone())?;
+    let served = serve(service_name, routes, listener, shutdown.wait()).await;
     let _ = stop_relay.send(());
     let _ = relay_task.await;
     db.close().await;
@@ -184,7 +211,7 @@ pub async fn run_describe_only(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let routes = |db| {
+    let routes = |db, _| {
         let describe = Describe {
             service: service_name,
             db,
@@ -202,4 +229,20 @@ pub async fn run_describe_only(
         routes,
     )
     .await
+}
+
+/// Adds `latchkey.common.v1.Service` (guarded like the service's own API) to `routes`.
+pub fn with_describe(
+    routes: tonic::service::Routes,
+    service_name: &'static str,
+    db: crate::db::Database,
+    deps: &Deps,
+    keys: Arc<dyn ServerKeys>,
+) -> tonic::service::Routes {
+    let describe = Describe {
+        service: service_name,
+        db,
+    };
+    let server = latchkey_proto::common::v1::service_server::ServiceServer::new(describe);
+    also_guarded(routes, server, deps, keys)
 }

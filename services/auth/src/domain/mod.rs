@@ -1,6 +1,11 @@
-//! Rules of the projects part of auth. Functions take the store and clock they need.
+//! Rules of the auth service. Functions take the stores and clients they need (`App`).
 
 pub mod keys;
+pub mod passwords;
 pub mod projects;
+pub mod sessions;
 pub mod settings;
 pub mod signing;
+pub mod tokens;
+pub mod user_write;
+pub mod users;

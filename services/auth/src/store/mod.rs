@@ -2,6 +2,7 @@
 //! backends, so one macro body is instantiated for each pool type (`sql.rs`); what differs
 //! between the backends lives in the migrations.
 
+pub mod accounts;
 #[cfg(test)]
 mod contract;
 mod sql;
@@ -14,6 +15,8 @@ pub use sql::{PostgresStore, SqliteStore};
 pub enum StoreError {
     #[error("already exists")]
     Conflict,
+    #[error("not found")]
+    NotFound,
     #[error(transparent)]
     Db(#[from] sqlx::Error),
 }

@@ -268,7 +268,7 @@ impl pb::projects_server::Projects for Projects {
     }
 }
 
-pub(crate) fn created_project_to_pb(created: projects::Created) -> pb::CreatedProject {
+pub fn created_project_to_pb(created: projects::Created) -> pb::CreatedProject {
     pb::CreatedProject {
         project_id: created.project.id.to_string(),
         publishable_client_key: created.keys.publishable_client_key.unwrap_or_default(),

@@ -1,0 +1,53 @@
+//! What the auth domain works with: its stores, the contacts service, the password hasher, the
+//! clock and the public base URL tokens are issued under.
+
+use std::sync::Arc;
+
+use latchkey_proto::contacts::v1::contacts_client::ContactsClient;
+use latchkey_shared::clock::SharedClock;
+use latchkey_shared::codes::Codes;
+use latchkey_shared::grpc::{Context, PresentCaller};
+use latchkey_shared::password::Passwords;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use uuid::Uuid;
+
+use crate::domain::settings::Settings;
+use crate::error::Result;
+use crate::store::accounts::Accounts;
+use crate::store::{Project, ProjectStore};
+
+pub type Contacts = ContactsClient<InterceptedService<Channel, PresentCaller>>;
+
+pub struct App {
+    pub projects: Arc<dyn ProjectStore>,
+    pub accounts: Accounts,
+    pub codes: Codes,
+    pub passwords: Passwords,
+    pub contacts: Contacts,
+    pub clock: SharedClock,
+    /// e.g. `https://auth.example.com`; issuers are `<this>/api/v1/projects/<id>`.
+    pub public_url: String,
+}
+
+impl App {
+    pub fn now(&self) -> i64 {
+        self.clock.now_millis()
+    }
+
+    pub async fn project(&self, id: Uuid) -> Result<(Project, Settings)> {
+        crate::domain::projects::get(&*self.projects, id).await
+    }
+
+    /// A client for one call to contacts, carrying the caller's context.
+    pub fn contacts(&self) -> Contacts {
+        self.contacts.clone()
+    }
+
+    /// Wraps a message for contacts with the project of `ctx` (as a server-level component).
+    pub fn to_contacts<T>(&self, ctx: &Context, message: T) -> tonic::Request<T> {
+        let mut inner = ctx.clone();
+        inner.access_type = latchkey_shared::headers::AccessType::Server;
+        inner.request(message)
+    }
+}

@@ -1,0 +1,409 @@
+//! Password sign-up, sign-in, change, set and reset (10 §1, 80 §10).
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use latchkey_proto::contacts::v1 as contacts;
+use latchkey_shared::codes;
+use latchkey_shared::error::ErrorCode;
+use latchkey_shared::grpc::Context;
+use latchkey_shared::{email, urls};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::sessions::{self, Tokens};
+use super::settings::Settings;
+use super::user_write::password_len;
+use super::users;
+use crate::app::App;
+use crate::error::{coded, Error, Result};
+use crate::store::accounts::Revoke;
+
+pub const RESET_KIND: &str = "PASSWORD_RESET";
+const MAX_LEN: usize = 70;
+
+static COMMON: OnceLock<HashSet<&'static str>> = OnceLock::new();
+
+fn common_passwords() -> &'static HashSet<&'static str> {
+    COMMON.get_or_init(|| {
+        include_str!("../../data/common-passwords.txt")
+            .lines()
+            .collect()
+    })
+}
+
+/// Refuses passwords from the common list (80 §10), compared case-insensitively.
+pub fn check_common(password: &str, settings: &Settings) -> Result<()> {
+    if settings.reject_common_passwords
+        && common_passwords().contains(password.to_lowercase().as_str())
+    {
+        return Err(coded(
+            ErrorCode::PasswordTooCommon,
+            "This password is too common; choose another.",
+        ));
+    }
+    Ok(())
+}
+
+/// The rules a client-chosen password must meet, in the order of 10 §1.3.
+fn check_new(password: &str, settings: &Settings) -> Result<()> {
+    if password_len(password) > MAX_LEN {
+        return Err(Error::Invalid(
+            "password must be at most 70 characters".into(),
+        ));
+    }
+    let min = settings.password_min_length;
+    if password_len(password) < min as usize {
+        return Err(coded(
+            ErrorCode::PasswordTooShort,
+            format!("The password must be at least {min} characters."),
+        )
+        .with_min_length(min));
+    }
+    check_common(password, settings)
+}
+
+impl Error {
+    fn with_min_length(self, min: u32) -> Self {
+        match self {
+            Error::Coded(c) => Error::Coded(c.with_details(json!({ "min_length": min }))),
+            other => other,
+        }
+    }
+}
+
+fn require_credential(settings: &Settings) -> Result<()> {
+    if settings.credential_enabled {
+        Ok(())
+    } else {
+        Err(coded(
+            ErrorCode::PasswordAuthenticationNotEnabled,
+            "Password authentication is not enabled.",
+        ))
+    }
+}
+
+fn require_trusted(url: &str, settings: &Settings) -> Result<()> {
+    let domains: Vec<String> = settings.domains.iter().map(|d| d.domain.clone()).collect();
+    if url.contains(' ') || url::Url::parse(url).is_err() {
+        return Err(Error::Invalid(
+            "the URL must be absolute and contain no spaces".into(),
+        ));
+    }
+    if urls::is_trusted(url, settings.allow_localhost, &domains) {
+        Ok(())
+    } else {
+        Err(coded(
+            ErrorCode::RedirectUrlNotWhitelisted,
+            "The URL is not trusted by the project.",
+        ))
+    }
+}
+
+fn mail_override(settings: &Settings) -> Option<contacts::MailSettings> {
+    settings.email.as_ref().map(|e| contacts::MailSettings {
+        smtp_url: e.smtp_url.clone(),
+        from: e.from.clone(),
+    })
+}
+
+/// `POST /auth/password/sign-up` (10 §1.4.1).
+pub async fn sign_up(
+    app: &App,
+    ctx: &Context,
+    address: &str,
+    password: &str,
+    verify_url: Option<&str>,
+) -> Result<(Value, Tokens)> {
+    if !email::is_strict(address) {
+        return Err(Error::Invalid(
+            "email must be a valid e-mail address".into(),
+        ));
+    }
+    if password_len(password) > MAX_LEN {
+        return Err(Error::Invalid(
+            "password must be at most 70 characters".into(),
+        ));
+    }
+    let (project, settings) = app.project(ctx.project_id).await?;
+    require_credential(&settings)?;
+    if let Some(url) = verify_url {
+        require_trusted(url, &settings)?;
+    }
+    if !settings.sign_up_enabled {
+        return Err(coded(
+            ErrorCode::SignUpNotEnabled,
+            "Sign-up is not enabled for this project.",
+        ));
+    }
+    check_new(password, &settings)?;
+    let address = email::normalize(address);
+    let now = app.now();
+    let user_id = Uuid::now_v7();
+    let mut row = users::new_row(ctx.project_id, user_id, now);
+    row.password_hash = Some(app.passwords.hash(password).await?);
+
+    // Saga: reserve the address in contacts, then create the user; release it on failure.
+    let channel_id = Uuid::now_v7();
+    let reserve = contacts::CreateChannelRequest {
+        id: channel_id.to_string(),
+        user_id: user_id.to_string(),
+        value: address.clone(),
+        used_for_auth: true,
+        is_verified: false,
+        is_primary: true,
+    };
+    app.contacts()
+        .create_channel(app.to_contacts(ctx, reserve))
+        .await
+        .map_err(|s| users::email_taken(s, &address))?;
+    let (session, refresh_token) = sessions::new_session(
+        ctx.project_id,
+        user_id,
+        now,
+        sessions::DEFAULT_LIFETIME_MILLIS,
+        false,
+    );
+    let session_id = session.session.id;
+    let (user, _) =
+        users::finish_create(app, ctx, row, &settings, Some(channel_id), Some(session)).await?;
+
+    if let Some(url) = verify_url {
+        let request = contacts::SendVerificationCodeRequest {
+            user_id: user_id.to_string(),
+            email: address.clone(),
+            callback_url: url.to_owned(),
+            mail: mail_override(&settings),
+            project_name: project.display_name.clone(),
+        };
+        // Sent in the background: the response does not wait for mail (10 §1.4.1).
+        let mut client = app.contacts();
+        let request = app.to_contacts(ctx, request);
+        tokio::spawn(async move {
+            if let Err(e) = client.send_verification_code(request).await {
+                tracing::warn!(error = %e, "could not send the sign-up verification mail");
+            }
+        });
+    }
+    let tokens =
+        sessions::tokens_for(app, ctx.project_id, &user, session_id, refresh_token).await?;
+    Ok((user, tokens))
+}
+
+fn mismatch() -> Error {
+    coded(
+        ErrorCode::EmailPasswordMismatch,
+        "Wrong e-mail or password.",
+    )
+}
+
+/// The user signing in with this address, if any.
+async fn auth_user(app: &App, ctx: &Context, address: &str) -> Result<Option<Uuid>> {
+    let request = contacts::FindAuthChannelRequest {
+        email: address.to_owned(),
+    };
+    let found = app
+        .contacts()
+        .find_auth_channel(app.to_contacts(ctx, request))
+        .await?
+        .into_inner();
+    Ok(found.channel.and_then(|c| Uuid::parse_str(&c.user_id).ok()))
+}
+
+/// `POST /auth/password/sign-in` (10 §1.4.2). Unknown e-mail, no password and wrong password
+/// answer alike, after the same hashing work.
+pub async fn sign_in(
+    app: &App,
+    ctx: &Context,
+    address: &str,
+    password: &str,
+) -> Result<(Value, Tokens)> {
+    if !email::is_valid(address) || password_len(password) > MAX_LEN {
+        return Err(Error::Invalid(
+            "email must be an e-mail address and password at most 70 characters".into(),
+        ));
+    }
+    let (_, settings) = app.project(ctx.project_id).await?;
+    require_credential(&settings)?;
+    let user_id = auth_user(app, ctx, address).await?;
+    let row = match user_id {
+        Some(id) => app.accounts.user(ctx.project_id, id).await?,
+        None => None,
+    };
+    let stored = row.as_ref().and_then(|r| r.password_hash.as_deref());
+    let matches = app.passwords.verify(password, stored).await?;
+    let Some(row) = row.filter(|_| matches) else {
+        return Err(mismatch());
+    };
+    let user = users::get(app, ctx, row.id).await?;
+    let tokens = sessions::open(app, ctx, &user, sessions::DEFAULT_LIFETIME_MILLIS, false).await?;
+    Ok((user, tokens))
+}
+
+/// `POST /auth/password/update`: ends every other session (all of them without a refresh token).
+pub async fn update(
+    app: &App,
+    ctx: &Context,
+    old: &str,
+    new: &str,
+    keep_refresh_token: Option<&str>,
+) -> Result<()> {
+    let user_id = ctx
+        .user_id
+        .ok_or_else(|| coded(ErrorCode::UserAuthenticationRequired, "Sign in first."))?;
+    if password_len(old) > MAX_LEN {
+        return Err(Error::Invalid(
+            "old_password must be at most 70 characters".into(),
+        ));
+    }
+    let (_, settings) = app.project(ctx.project_id).await?;
+    require_credential(&settings)?;
+    check_new(new, &settings)?;
+    let mut row = app
+        .accounts
+        .user(ctx.project_id, user_id)
+        .await?
+        .ok_or_else(|| users::not_found(user_id))?;
+    let Some(stored) = row.password_hash.clone() else {
+        return Err(coded(
+            ErrorCode::UserDoesNotHavePassword,
+            "The user has no password; set one instead.",
+        ));
+    };
+    if !app.passwords.verify(old, Some(&stored)).await? {
+        return Err(coded(
+            ErrorCode::PasswordConfirmationMismatch,
+            "The old password is wrong.",
+        ));
+    }
+    row.password_hash = Some(app.passwords.hash(new).await?);
+    let keep = match keep_refresh_token {
+        Some(token) => app
+            .accounts
+            .find_token(ctx.project_id, &latchkey_shared::crypto::hash_secret(token))
+            .await?
+            .filter(|t| t.session.user_id == user_id)
+            .map(|t| t.session.id),
+        None => None,
+    };
+    app.accounts
+        .update_user(&row, Revoke::AllExcept(keep), &[])
+        .await?;
+    Ok(())
+}
+
+/// `POST /auth/password/set`: only for users without a password; ends no session.
+pub async fn set(app: &App, ctx: &Context, password: &str) -> Result<()> {
+    let user_id = ctx
+        .user_id
+        .ok_or_else(|| coded(ErrorCode::UserAuthenticationRequired, "Sign in first."))?;
+    let (_, settings) = app.project(ctx.project_id).await?;
+    require_credential(&settings)?;
+    check_new(password, &settings)?;
+    let mut row = app
+        .accounts
+        .user(ctx.project_id, user_id)
+        .await?
+        .ok_or_else(|| users::not_found(user_id))?;
+    if row.password_hash.is_some() {
+        return Err(coded(
+            ErrorCode::PasswordAlreadySet,
+            "The user already has a password.",
+        ));
+    }
+    row.password_hash = Some(app.passwords.hash(password).await?);
+    app.accounts.update_user(&row, Revoke::None, &[]).await?;
+    Ok(())
+}
+
+/// `POST /auth/password/send-reset-code`: the same answer whether or not the address exists.
+pub async fn send_reset_code(
+    app: &App,
+    ctx: &Context,
+    address: &str,
+    callback_url: &str,
+) -> Result<()> {
+    if !email::is_valid(address) {
+        return Err(Error::Invalid("email must be an e-mail address".into()));
+    }
+    let (project, settings) = app.project(ctx.project_id).await?;
+    require_credential(&settings)?;
+    require_trusted(callback_url, &settings)?;
+    let Some(user_id) = auth_user(app, ctx, address).await? else {
+        // Unknown addresses wait about as long as a real send would take, 2–3 s (10 §1.4.5).
+        let jitter = rand::random::<u64>() % 1000;
+        tokio::time::sleep(std::time::Duration::from_millis(2000 + jitter)).await;
+        return Ok(());
+    };
+    let address = email::normalize(address);
+    let data = json!({ "user_id": user_id, "email": address });
+    let ttl = i64::from(settings.password_reset_code_lifetime_seconds) * 1000;
+    let code = app
+        .codes
+        .create(ctx.project_id, RESET_KIND, &data, ttl)
+        .await?;
+    let variables = [
+        ("email".to_owned(), address.clone()),
+        ("link".to_owned(), codes::link(callback_url, &code)),
+        ("project".to_owned(), project.display_name.clone()),
+    ]
+    .into_iter()
+    .collect();
+    let request = contacts::SendEmailRequest {
+        to: address,
+        template: "password_reset".into(),
+        variables,
+        mail: mail_override(&settings),
+    };
+    app.contacts()
+        .send_email(app.to_contacts(ctx, request))
+        .await?;
+    Ok(())
+}
+
+fn reset_user(code: &codes::Code) -> Result<Uuid> {
+    code.data["user_id"]
+        .as_str()
+        .and_then(|s| Uuid::parse_str(s).ok())
+        .ok_or_else(|| Error::Invalid("malformed reset code".into()))
+}
+
+/// `POST /auth/password/reset/check-code`: validates without consuming.
+pub async fn check_reset_code(app: &App, ctx: &Context, code: &str) -> Result<()> {
+    app.codes.check(ctx.project_id, RESET_KIND, code).await?;
+    Ok(())
+}
+
+/// `POST /auth/password/reset`: password rules before the code is consumed; all sessions end;
+/// emits `user.updated`.
+pub async fn reset(app: &App, ctx: &Context, code: &str, password: &str) -> Result<()> {
+    if password_len(password) > MAX_LEN {
+        return Err(Error::Invalid(
+            "password must be at most 70 characters".into(),
+        ));
+    }
+    let found = app.codes.check(ctx.project_id, RESET_KIND, code).await?;
+    let (_, settings) = app.project(ctx.project_id).await?;
+    require_credential(&settings)?;
+    check_new(password, &settings)?;
+    let user_id = reset_user(&found)?;
+    let mut row = app
+        .accounts
+        .user(ctx.project_id, user_id)
+        .await?
+        .ok_or_else(|| users::not_found(user_id))?;
+    app.codes.consume(ctx.project_id, &found).await?;
+    row.password_hash = Some(app.passwords.hash(password).await?);
+    let channels = users::channels_of(app, ctx, &[user_id]).await?;
+    let user = users::view(
+        &row,
+        channels.get(&user_id).map_or(&[][..], Vec::as_slice),
+        &settings,
+    );
+    let event =
+        latchkey_shared::events::Event::new("user.updated", ctx.project_id, app.now(), user);
+    app.accounts
+        .update_user(&row, Revoke::All, &[event])
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,71 @@
+//! Access tokens (70 §1): ES256 JWTs signed with the project's newest key for the user's
+//! audience, carrying the claims of 70 §1.1.
+
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::signing::{AUDIENCE_NORMAL, AUDIENCE_RESTRICTED};
+use crate::app::App;
+use crate::error::{Error, Result};
+
+/// Lifetime of an access token (70 §1).
+pub const ACCESS_TOKEN_SECONDS: i64 = 600;
+
+/// Mints an access token for `user` (its server view) and session `session_id`.
+pub async fn mint(app: &App, project: Uuid, user: &Value, session_id: Uuid) -> Result<String> {
+    let restricted = user["is_restricted"].as_bool().unwrap_or(false);
+    let audience = if restricted {
+        AUDIENCE_RESTRICTED
+    } else {
+        AUDIENCE_NORMAL
+    };
+    let keys = app.projects.signing_keys(project).await?;
+    // signing_keys is newest first.
+    let key = keys
+        .iter()
+        .find(|k| k.audience == audience)
+        .ok_or_else(|| Error::Invalid("the project has no signing key".into()))?;
+    let now = app.now() / 1000;
+    let (aud, iss) = if restricted {
+        (
+            format!("{project}:restricted"),
+            format!(
+                "{}/api/v1/projects-restricted-users/{project}",
+                app.public_url
+            ),
+        )
+    } else {
+        (
+            project.to_string(),
+            format!("{}/api/v1/projects/{project}", app.public_url),
+        )
+    };
+    let claims = json!({
+        "iss": iss,
+        "aud": aud,
+        "sub": user["id"],
+        "iat": now,
+        "exp": now + ACCESS_TOKEN_SECONDS,
+        "project_id": project,
+        "branch_id": "main",
+        "refresh_token_id": session_id,
+        "role": "authenticated",
+        "name": user["display_name"],
+        "email": user["primary_email"],
+        "email_verified": user["primary_email_verified"],
+        "selected_team_id": user["selected_team_id"],
+        "signed_up_at": user["signed_up_at_millis"].as_i64().unwrap_or(0) / 1000,
+        "is_anonymous": false,
+        "is_restricted": restricted,
+        "restricted_reason": user["restricted_reason"],
+        "requires_totp_mfa": user["requires_totp_mfa"],
+    });
+    let mut header = Header::new(Algorithm::ES256);
+    header.kid = Some(key.kid.clone());
+    Ok(jsonwebtoken::encode(
+        &header,
+        &claims,
+        &EncodingKey::from_ec_der(&key.private_key),
+    )?)
+}

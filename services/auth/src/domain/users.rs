@@ -1,0 +1,485 @@
+//! Users (20): the composed read shape, creation, updates, deletion and listing. E-mail
+//! addresses come from the contacts service, in one batch call per read.
+
+use std::collections::HashMap;
+
+use latchkey_proto::contacts::v1 as contacts;
+use latchkey_shared::error::ErrorCode;
+use latchkey_shared::events::Event;
+use latchkey_shared::grpc::Context;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::settings::Settings;
+use super::user_write::{Mode, UserWrite};
+use crate::app::App;
+use crate::error::{coded, Error, Result};
+use crate::store::accounts::{Revoke, UserRow};
+use crate::store::StoreError;
+
+pub fn not_found(id: Uuid) -> Error {
+    coded(
+        ErrorCode::UserNotFound,
+        format!("No user with id {id} exists."),
+    )
+}
+
+/// Channels of `users`, keyed by user, from one contacts call.
+pub async fn channels_of(
+    app: &App,
+    ctx: &Context,
+    users: &[Uuid],
+) -> Result<HashMap<Uuid, Vec<contacts::Channel>>> {
+    let request = contacts::ListChannelsRequest {
+        user_ids: users.iter().map(Uuid::to_string).collect(),
+    };
+    let list = app
+        .contacts()
+        .list_channels(app.to_contacts(ctx, request))
+        .await?
+        .into_inner();
+    let mut by_user: HashMap<Uuid, Vec<contacts::Channel>> = HashMap::new();
+    for c in list.items {
+        if let Ok(user) = Uuid::parse_str(&c.user_id) {
+            by_user.entry(user).or_default().push(c);
+        }
+    }
+    Ok(by_user)
+}
+
+fn metadata(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
+/// The server read shape (20 §1.1), from the user row and its channels.
+pub fn view(row: &UserRow, channels: &[contacts::Channel], settings: &Settings) -> Value {
+    let primary = channels.iter().find(|c| c.is_primary);
+    let verified = primary.is_some_and(|c| c.is_verified);
+    let restricted_reason = if settings.require_email_verification && !verified {
+        Some("email_not_verified")
+    } else if row.restricted_by_admin {
+        Some("restricted_by_administrator")
+    } else {
+        None
+    };
+    let has_password = row.password_hash.is_some();
+    json!({
+        "id": row.id,
+        "primary_email": primary.map(|c| c.value.clone()),
+        "primary_email_verified": verified,
+        "primary_email_auth_enabled": primary.is_some_and(|c| c.used_for_auth),
+        "display_name": row.display_name,
+        "profile_image_url": row.profile_image_url,
+        "signed_up_at_millis": row.signed_up_at_millis,
+        "last_active_at_millis": row.last_active_at_millis,
+        "has_password": has_password,
+        "otp_auth_enabled": row.otp_auth_enabled,
+        "auth_with_email": has_password || row.otp_auth_enabled,
+        "requires_totp_mfa": false,
+        "passkey_auth_enabled": false,
+        "client_metadata": metadata(&row.client_metadata),
+        "client_read_only_metadata": metadata(&row.client_read_only_metadata),
+        "server_metadata": metadata(&row.server_metadata),
+        "selected_team_id": row.selected_team_id,
+        "selected_team": null,
+        "oauth_providers": [],
+        "is_anonymous": false,
+        "is_restricted": restricted_reason.is_some(),
+        "restricted_reason": restricted_reason.map(|t| json!({ "type": t })),
+        "restricted_by_admin": row.restricted_by_admin,
+        "restricted_by_admin_reason": row.restricted_by_admin_reason,
+        "restricted_by_admin_private_details": row.restricted_by_admin_private_details,
+        "country_code": row.country_code,
+        "risk_scores": { "sign_up": { "bot": row.risk_score_bot, "free_trial_abuse": row.risk_score_free_trial_abuse } },
+    })
+}
+
+/// Loads and composes one user.
+pub async fn get(app: &App, ctx: &Context, id: Uuid) -> Result<Value> {
+    let (_, settings) = app.project(ctx.project_id).await?;
+    let row = app
+        .accounts
+        .user(ctx.project_id, id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    let channels = channels_of(app, ctx, &[id]).await?;
+    Ok(view(
+        &row,
+        channels.get(&id).map_or(&[][..], Vec::as_slice),
+        &settings,
+    ))
+}
+
+/// A fresh user row with defaults.
+pub fn new_row(project: Uuid, id: Uuid, now: i64) -> UserRow {
+    UserRow {
+        project_id: project,
+        id,
+        display_name: None,
+        profile_image_url: None,
+        client_metadata: "null".into(),
+        client_read_only_metadata: "null".into(),
+        server_metadata: "null".into(),
+        password_hash: None,
+        otp_auth_enabled: false,
+        selected_team_id: None,
+        restricted_by_admin: false,
+        restricted_by_admin_reason: None,
+        restricted_by_admin_private_details: None,
+        country_code: None,
+        risk_score_bot: 0,
+        risk_score_free_trial_abuse: 0,
+        signed_up_at_millis: now,
+        last_active_at_millis: now,
+    }
+}
+
+/// Applies the fields auth stores itself; returns whether the password changed.
+async fn apply(app: &App, row: &mut UserRow, w: &UserWrite, settings: &Settings) -> Result<bool> {
+    if let Some(v) = &w.display_name {
+        row.display_name = v.clone();
+    }
+    if let Some(v) = &w.profile_image_url {
+        row.profile_image_url = v.clone();
+    }
+    if let Some(v) = w.otp_auth_enabled {
+        if v && !settings.magic_link_enabled {
+            return Err(Error::BadRequest(
+                "otp_auth_enabled needs the project's magic_link_enabled".into(),
+            ));
+        }
+        row.otp_auth_enabled = v;
+    }
+    for (field, value) in [
+        (&mut row.client_metadata, &w.client_metadata),
+        (
+            &mut row.client_read_only_metadata,
+            &w.client_read_only_metadata,
+        ),
+        (&mut row.server_metadata, &w.server_metadata),
+    ] {
+        if let Some(v) = value {
+            *field = UserWrite::metadata_text(v);
+        }
+    }
+    if let Some(team) = &w.selected_team_id {
+        if let Some(team) = team {
+            // Teams arrive with the teams issue; until then nobody is a member of any team.
+            return Err(coded(
+                ErrorCode::TeamMembershipNotFound,
+                "The user is not a member of this team.",
+            )
+            .with_details(json!({ "team_id": team, "user_id": row.id })));
+        }
+        row.selected_team_id = None;
+    }
+    if let Some(flag) = w.restricted_by_admin {
+        row.restricted_by_admin = flag;
+        if !flag {
+            row.restricted_by_admin_reason = None;
+            row.restricted_by_admin_private_details = None;
+        }
+    }
+    if let Some(v) = &w.restricted_by_admin_reason {
+        row.restricted_by_admin_reason = v.clone();
+    }
+    if let Some(v) = &w.restricted_by_admin_private_details {
+        row.restricted_by_admin_private_details = v.clone();
+    }
+    if let Some(v) = &w.country_code {
+        row.country_code = v.clone();
+    }
+    if let Some((bot, abuse)) = w.risk_scores {
+        row.risk_score_bot = bot;
+        row.risk_score_free_trial_abuse = abuse;
+    }
+    let mut password_changed = false;
+    if let Some(p) = &w.password {
+        if let Some(p) = p {
+            super::passwords::check_common(p, settings)?;
+            row.password_hash = Some(app.passwords.hash(p).await?);
+        } else {
+            row.password_hash = None;
+        }
+        password_changed = true;
+    }
+    if let Some(h) = &w.password_hash {
+        row.password_hash = Some(h.clone());
+        password_changed = true;
+    }
+    Ok(password_changed)
+}
+
+impl Error {
+    fn with_details(self, details: Value) -> Self {
+        match self {
+            Error::Coded(c) => Error::Coded(c.with_details(details)),
+            other => other,
+        }
+    }
+}
+
+/// Contacts' "used for auth by someone else" is a taken e-mail on user paths.
+pub fn email_taken(status: tonic::Status, email: &str) -> Error {
+    let coded_err = latchkey_shared::error::CodedError::from_status(&status);
+    if coded_err.code == ErrorCode::ContactChannelAlreadyUsedForAuthBySomeoneElse {
+        coded(
+            ErrorCode::UserEmailAlreadyExists,
+            "This e-mail is already used for sign-in by another user.",
+        )
+        .with_details(json!({ "email": email, "would_work_if_email_was_verified": false }))
+    } else {
+        Error::Upstream(status)
+    }
+}
+
+/// `POST /users` (20 §2.2.1): never sends mail.
+pub async fn create(app: &App, ctx: &Context, body: &Value) -> Result<Value> {
+    let w = UserWrite::parse(body, Mode::ServerCreate)?;
+    let (_, settings) = app.project(ctx.project_id).await?;
+    if (w.password.as_ref().is_some_and(Option::is_some) || w.password_hash.is_some())
+        && !settings.credential_enabled
+    {
+        return Err(coded(
+            ErrorCode::PasswordAuthenticationNotEnabled,
+            "Password authentication is not enabled.",
+        ));
+    }
+    let email = w.primary_email.clone().flatten();
+    if email.is_none() {
+        if w.primary_email_verified == Some(true) || w.primary_email_auth_enabled == Some(true) {
+            return Err(Error::BadRequest(
+                "primary_email_verified and primary_email_auth_enabled need a primary_email".into(),
+            ));
+        }
+        if w.password.as_ref().is_some_and(Option::is_some) || w.password_hash.is_some() {
+            return Err(Error::BadRequest("a password needs a primary_email".into()));
+        }
+    }
+    let now = app.now();
+    let id = Uuid::now_v7();
+    let mut row = new_row(ctx.project_id, id, now);
+    apply(app, &mut row, &w, &settings).await?;
+    let channel_id = Uuid::now_v7();
+    if let Some(email) = &email {
+        let request = contacts::CreateChannelRequest {
+            id: channel_id.to_string(),
+            user_id: id.to_string(),
+            value: email.clone(),
+            used_for_auth: w.primary_email_auth_enabled.unwrap_or(false),
+            is_verified: w.primary_email_verified.unwrap_or(false),
+            is_primary: true,
+        };
+        app.contacts()
+            .create_channel(app.to_contacts(ctx, request))
+            .await
+            .map_err(|s| email_taken(s, email))?;
+    }
+    finish_create(app, ctx, row, &settings, email.map(|_| channel_id), None)
+        .await
+        .map(|(user, _)| user)
+}
+
+/// Second half of every user creation: inserts the row (with an optional first session) and
+/// `user.created`; if that fails, releases the e-mail reserved in contacts so nothing is left
+/// half-made (DESIGN §1 saga).
+pub async fn finish_create(
+    app: &App,
+    ctx: &Context,
+    row: UserRow,
+    settings: &Settings,
+    reserved_channel: Option<Uuid>,
+    session: Option<crate::store::accounts::NewSession>,
+) -> Result<(Value, Option<crate::store::accounts::NewSession>)> {
+    let channels = channels_of(app, ctx, &[row.id]).await?;
+    let user = view(
+        &row,
+        channels.get(&row.id).map_or(&[][..], Vec::as_slice),
+        settings,
+    );
+    let event = Event::new("user.created", ctx.project_id, app.now(), user.clone());
+    if let Err(e) = app
+        .accounts
+        .insert_user(&row, session.as_ref(), &[event])
+        .await
+    {
+        if let Some(channel) = reserved_channel {
+            let release = contacts::ChannelRef {
+                id: channel.to_string(),
+            };
+            if let Err(status) = app
+                .contacts()
+                .delete_channel(app.to_contacts(ctx, release))
+                .await
+            {
+                tracing::error!(%channel, error = %status, "could not release a reserved e-mail");
+            }
+        }
+        return Err(e.into());
+    }
+    Ok((user, session))
+}
+
+/// `PATCH /users/{id}` and `/users/me`.
+pub async fn update(app: &App, ctx: &Context, id: Uuid, body: &Value, mode: Mode) -> Result<Value> {
+    let w = UserWrite::parse(body, mode)?;
+    let (_, settings) = app.project(ctx.project_id).await?;
+    let mut row = app
+        .accounts
+        .user(ctx.project_id, id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    let mut channels = channels_of(app, ctx, &[id])
+        .await?
+        .remove(&id)
+        .unwrap_or_default();
+    let has_email = match &w.primary_email {
+        Some(e) => e.is_some(),
+        None => channels.iter().any(|c| c.is_primary),
+    };
+    if (w.password.as_ref().is_some_and(Option::is_some) || w.password_hash.is_some()) && !has_email
+    {
+        return Err(Error::BadRequest("a password needs a primary_email".into()));
+    }
+    let password_changed = apply(app, &mut row, &w, &settings).await?;
+
+    // The e-mail part lives in contacts and is applied first: it is the part that can conflict.
+    let email_change = w.primary_email.is_some()
+        || w.primary_email_verified.is_some()
+        || w.primary_email_auth_enabled.is_some();
+    if email_change {
+        let current = channels
+            .iter()
+            .find(|c| c.is_primary)
+            .map(|c| c.value.clone());
+        let request = contacts::SetPrimaryEmailRequest {
+            user_id: id.to_string(),
+            email: w.primary_email.clone().flatten(),
+            clear: matches!(w.primary_email, Some(None)),
+            verified: w.primary_email_verified,
+            auth_enabled: w.primary_email_auth_enabled,
+            new_channel_id: Uuid::now_v7().to_string(),
+        };
+        let shown = request.email.clone().or(current).unwrap_or_default();
+        channels = app
+            .contacts()
+            .set_primary_email(app.to_contacts(ctx, request))
+            .await
+            .map_err(|s| email_taken(s, &shown))?
+            .into_inner()
+            .items;
+    }
+    let user = view(&row, &channels, &settings);
+    let event = Event::new("user.updated", ctx.project_id, app.now(), user.clone());
+    let revoke = if password_changed {
+        Revoke::All
+    } else {
+        Revoke::None
+    };
+    match app.accounts.update_user(&row, revoke, &[event]).await {
+        Ok(_) => Ok(user),
+        Err(StoreError::NotFound) => Err(not_found(id)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `DELETE /users/{id}` and `/users/me` (20 §2.2.5). Contacts removes the user's channels when
+/// it consumes `user.deleted`; gateways stop accepting the user's tokens on the same event.
+pub async fn delete(app: &App, ctx: &Context, id: Uuid) -> Result<()> {
+    // Teams arrive with the teams issue; until then a user belongs to none.
+    let event = Event::new(
+        "user.deleted",
+        ctx.project_id,
+        app.now(),
+        json!({ "id": id, "teams": [] }),
+    );
+    match app.accounts.delete_user(ctx.project_id, id, &[event]).await {
+        Ok(()) => Ok(()),
+        Err(StoreError::NotFound) => Err(not_found(id)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Query of `GET /users` (20 §2.1).
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    pub limit: Option<usize>,
+    pub cursor: Option<Uuid>,
+    pub desc: bool,
+    pub query: Option<String>,
+    pub team_id: Option<Uuid>,
+    pub include_restricted: bool,
+}
+
+/// One page of users and the cursor of the next.
+pub async fn list(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>, Option<Uuid>)> {
+    let (_, settings) = app.project(ctx.project_id).await?;
+    let mut rows = app.accounts.users(ctx.project_id).await?;
+    if q.desc {
+        rows.reverse();
+    }
+    if q.team_id.is_some() {
+        // Teams arrive with the teams issue; until then no user is a member of any team.
+        rows.clear();
+    }
+    if let Some(text) = q.query.as_deref().filter(|t| !t.is_empty()) {
+        let needle = text.to_lowercase();
+        let id_text: String = text
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            .collect();
+        let request = contacts::SearchUsersRequest {
+            text: text.to_owned(),
+        };
+        let by_channel = app
+            .contacts()
+            .search_users(app.to_contacts(ctx, request))
+            .await?
+            .into_inner()
+            .user_ids;
+        rows.retain(|r| {
+            r.id.to_string() == id_text.to_lowercase()
+                || r.display_name
+                    .as_ref()
+                    .is_some_and(|n| n.to_lowercase().contains(&needle))
+                || by_channel.contains(&r.id.to_string())
+        });
+    }
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let channels = if ids.is_empty() {
+        HashMap::new()
+    } else {
+        channels_of(app, ctx, &[]).await?
+    };
+    let mut users: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            view(
+                r,
+                channels.get(&r.id).map_or(&[][..], Vec::as_slice),
+                &settings,
+            )
+        })
+        .filter(|u| q.include_restricted || u["is_restricted"] == false)
+        .collect();
+    if let Some(cursor) = q.cursor {
+        let cursor = cursor.to_string();
+        match users.iter().position(|u| u["id"] == cursor.as_str()) {
+            Some(start) => {
+                users.drain(..start);
+            }
+            None => return Ok((Vec::new(), None)),
+        }
+    }
+    let next = match q.limit {
+        Some(limit) if users.len() > limit => {
+            let next = users[limit]["id"]
+                .as_str()
+                .and_then(|s| Uuid::parse_str(s).ok());
+            users.truncate(limit);
+            next
+        }
+        _ => None,
+    };
+    Ok((users, next))
+}

@@ -1,0 +1,359 @@
+//! Users, sessions and refresh tokens. The statements are the same on both backends and run
+//! through `with_pool!`; every change that others must hear of enqueues its events in the same
+//! transaction.
+
+use latchkey_shared::db::Database;
+use latchkey_shared::events::outbox::Enqueue;
+use latchkey_shared::events::Event;
+use latchkey_shared::with_pool;
+use uuid::Uuid;
+
+use super::StoreError;
+
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct UserRow {
+    pub project_id: Uuid,
+    pub id: Uuid,
+    pub display_name: Option<String>,
+    pub profile_image_url: Option<String>,
+    pub client_metadata: String,
+    pub client_read_only_metadata: String,
+    pub server_metadata: String,
+    pub password_hash: Option<String>,
+    pub otp_auth_enabled: bool,
+    pub selected_team_id: Option<Uuid>,
+    pub restricted_by_admin: bool,
+    pub restricted_by_admin_reason: Option<String>,
+    pub restricted_by_admin_private_details: Option<String>,
+    pub country_code: Option<String>,
+    pub risk_score_bot: i32,
+    pub risk_score_free_trial_abuse: i32,
+    pub signed_up_at_millis: i64,
+    pub last_active_at_millis: i64,
+}
+
+const USER_COLUMNS: &str = "project_id, id, display_name, profile_image_url, client_metadata, \
+    client_read_only_metadata, server_metadata, password_hash, otp_auth_enabled, selected_team_id, \
+    restricted_by_admin, restricted_by_admin_reason, restricted_by_admin_private_details, \
+    country_code, risk_score_bot, risk_score_free_trial_abuse, signed_up_at_millis, last_active_at_millis";
+
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct SessionRow {
+    pub project_id: Uuid,
+    pub id: Uuid,
+    pub user_id: Uuid,
+    pub is_impersonation: bool,
+    pub created_at_millis: i64,
+    pub last_used_at_millis: i64,
+    pub expires_at_millis: i64,
+}
+
+const SESSION_COLUMNS: &str =
+    "project_id, id, user_id, is_impersonation, created_at_millis, last_used_at_millis, expires_at_millis";
+
+/// A session to open with its first refresh token's hash.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    pub session: SessionRow,
+    pub token_hash: String,
+}
+
+/// Which sessions a user change ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Revoke {
+    None,
+    All,
+    AllExcept(Option<Uuid>),
+}
+
+/// What a refresh token is.
+#[derive(Debug, Clone)]
+pub struct TokenLookup {
+    pub session: SessionRow,
+    pub superseded_at_millis: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Accounts {
+    db: Database,
+}
+
+macro_rules! insert_user_sql {
+    () => {
+        "INSERT INTO users (project_id, id, display_name, profile_image_url, client_metadata, \
+         client_read_only_metadata, server_metadata, password_hash, otp_auth_enabled, selected_team_id, \
+         restricted_by_admin, restricted_by_admin_reason, restricted_by_admin_private_details, \
+         country_code, risk_score_bot, risk_score_free_trial_abuse, signed_up_at_millis, last_active_at_millis) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+    };
+}
+
+impl Accounts {
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+
+    /// Creates a user, optionally with a first session, and its events, in one transaction.
+    pub async fn insert_user(
+        &self,
+        u: &UserRow,
+        session: Option<&NewSession>,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
+        with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query(insert_user_sql!())
+                .bind(u.project_id).bind(u.id).bind(&u.display_name).bind(&u.profile_image_url)
+                .bind(&u.client_metadata).bind(&u.client_read_only_metadata).bind(&u.server_metadata)
+                .bind(&u.password_hash).bind(u.otp_auth_enabled).bind(u.selected_team_id)
+                .bind(u.restricted_by_admin).bind(&u.restricted_by_admin_reason)
+                .bind(&u.restricted_by_admin_private_details).bind(&u.country_code)
+                .bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
+                .bind(u.signed_up_at_millis).bind(u.last_active_at_millis)
+                .execute(&mut *tx).await?;
+            if let Some(s) = session {
+                insert_session!(&mut *tx, s);
+            }
+            for e in events {
+                (*tx).enqueue(e).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    pub async fn user(&self, project: Uuid, id: Uuid) -> Result<Option<UserRow>, StoreError> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE project_id = $1 AND id = $2");
+        Ok(
+            with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await?),
+        )
+    }
+
+    /// Every user of a project, in sign-up order (ties by id).
+    pub async fn users(&self, project: Uuid) -> Result<Vec<UserRow>, StoreError> {
+        let sql = format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE project_id = $1 ORDER BY signed_up_at_millis, id"
+        );
+        Ok(with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await?))
+    }
+
+    /// Rewrites a user, ends sessions as asked and enqueues `events`, atomically. Returns the
+    /// ids of the sessions it ended.
+    pub async fn update_user(
+        &self,
+        u: &UserRow,
+        revoke: Revoke,
+        events: &[Event],
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let revoked = with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            let done = sqlx::query(
+                "UPDATE users SET display_name = $1, profile_image_url = $2, client_metadata = $3, \
+                 client_read_only_metadata = $4, server_metadata = $5, password_hash = $6, \
+                 otp_auth_enabled = $7, selected_team_id = $8, restricted_by_admin = $9, \
+                 restricted_by_admin_reason = $10, restricted_by_admin_private_details = $11, \
+                 country_code = $12, risk_score_bot = $13, risk_score_free_trial_abuse = $14, \
+                 last_active_at_millis = $15 WHERE project_id = $16 AND id = $17",
+            )
+            .bind(&u.display_name).bind(&u.profile_image_url).bind(&u.client_metadata)
+            .bind(&u.client_read_only_metadata).bind(&u.server_metadata).bind(&u.password_hash)
+            .bind(u.otp_auth_enabled).bind(u.selected_team_id).bind(u.restricted_by_admin)
+            .bind(&u.restricted_by_admin_reason).bind(&u.restricted_by_admin_private_details)
+            .bind(&u.country_code).bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
+            .bind(u.last_active_at_millis).bind(u.project_id).bind(u.id)
+            .execute(&mut *tx).await?;
+            if done.rows_affected() == 0 {
+                return Err(StoreError::NotFound);
+            }
+            let mut ids: Vec<Uuid> = Vec::new();
+            if revoke != Revoke::None {
+                let all: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM sessions WHERE project_id = $1 AND user_id = $2")
+                    .bind(u.project_id).bind(u.id).fetch_all(&mut *tx).await?;
+                let keep = match revoke { Revoke::AllExcept(keep) => keep, _ => None };
+                for id in all.into_iter().filter(|id| Some(*id) != keep) {
+                    sqlx::query("DELETE FROM sessions WHERE project_id = $1 AND id = $2")
+                        .bind(u.project_id).bind(id).execute(&mut *tx).await?;
+                    ids.push(id);
+                }
+            }
+            for e in events {
+                (*tx).enqueue(e).await?;
+            }
+            if !ids.is_empty() {
+                (*tx).enqueue(&revocation_event(u.project_id, u.id, &ids, u.last_active_at_millis)).await?;
+            }
+            tx.commit().await?;
+            ids
+        });
+        Ok(revoked)
+    }
+
+    /// Deletes a user (sessions and tokens go with it) and enqueues `events`.
+    pub async fn delete_user(
+        &self,
+        project: Uuid,
+        id: Uuid,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
+        with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            let done = sqlx::query("DELETE FROM users WHERE project_id = $1 AND id = $2")
+                .bind(project).bind(id).execute(&mut *tx).await?;
+            if done.rows_affected() == 0 {
+                return Err(StoreError::NotFound);
+            }
+            for e in events {
+                (*tx).enqueue(e).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Opens a session and marks the user active.
+    pub async fn insert_session(&self, s: &NewSession) -> Result<(), StoreError> {
+        with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            insert_session!(&mut *tx, s);
+            sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                .bind(s.session.created_at_millis).bind(s.session.project_id).bind(s.session.user_id)
+                .execute(&mut *tx).await?;
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    pub async fn session(&self, project: Uuid, id: Uuid) -> Result<Option<SessionRow>, StoreError> {
+        let sql =
+            format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE project_id = $1 AND id = $2");
+        Ok(
+            with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await?),
+        )
+    }
+
+    /// The user's sessions, newest first.
+    pub async fn sessions_of(
+        &self,
+        project: Uuid,
+        user: Uuid,
+    ) -> Result<Vec<SessionRow>, StoreError> {
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE project_id = $1 AND user_id = $2 \
+             ORDER BY created_at_millis DESC, id DESC"
+        );
+        Ok(
+            with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(user).fetch_all(pool).await?),
+        )
+    }
+
+    pub async fn find_token(
+        &self,
+        project: Uuid,
+        token_hash: &str,
+    ) -> Result<Option<TokenLookup>, StoreError> {
+        let sql = "SELECT s.project_id, s.id, s.user_id, s.is_impersonation, s.created_at_millis, \
+                   s.last_used_at_millis, s.expires_at_millis, t.superseded_at_millis \
+                   FROM refresh_tokens t JOIN sessions s ON s.project_id = t.project_id AND s.id = t.session_id \
+                   WHERE t.project_id = $1 AND t.token_hash = $2";
+        type Row = (Uuid, Uuid, Uuid, bool, i64, i64, i64, Option<i64>);
+        let row: Option<Row> = with_pool!(&self.db, pool => sqlx::query_as(sql).bind(project).bind(token_hash).fetch_optional(pool).await?);
+        Ok(row.map(
+            |(project_id, id, user_id, is_impersonation, created, used, expires, superseded)| {
+                TokenLookup {
+                    session: SessionRow {
+                        project_id,
+                        id,
+                        user_id,
+                        is_impersonation,
+                        created_at_millis: created,
+                        last_used_at_millis: used,
+                        expires_at_millis: expires,
+                    },
+                    superseded_at_millis: superseded,
+                }
+            },
+        ))
+    }
+
+    /// Records a use of a session: last-used times, and with rotation the presented token
+    /// superseded by `new_token_hash`.
+    pub async fn touch_session(
+        &self,
+        s: &SessionRow,
+        now: i64,
+        presented_hash: &str,
+        new_token_hash: Option<&str>,
+    ) -> Result<(), StoreError> {
+        with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query("UPDATE sessions SET last_used_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                .bind(now).bind(s.project_id).bind(s.id).execute(&mut *tx).await?;
+            sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                .bind(now).bind(s.project_id).bind(s.user_id).execute(&mut *tx).await?;
+            if let Some(new_hash) = new_token_hash {
+                sqlx::query("UPDATE refresh_tokens SET superseded_at_millis = COALESCE(superseded_at_millis, $1) \
+                             WHERE project_id = $2 AND token_hash = $3")
+                    .bind(now).bind(s.project_id).bind(presented_hash).execute(&mut *tx).await?;
+                sqlx::query("INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) VALUES ($1, $2, $3, $4)")
+                    .bind(s.project_id).bind(new_hash).bind(s.id).bind(now).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Ends sessions and announces it; returns whether any existed.
+    pub async fn delete_sessions(
+        &self,
+        project: Uuid,
+        user: Uuid,
+        ids: &[Uuid],
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let deleted = with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            let mut deleted = Vec::new();
+            for id in ids {
+                let done = sqlx::query("DELETE FROM sessions WHERE project_id = $1 AND id = $2")
+                    .bind(project).bind(id).execute(&mut *tx).await?;
+                if done.rows_affected() > 0 {
+                    deleted.push(*id);
+                }
+            }
+            if !deleted.is_empty() {
+                (*tx).enqueue(&revocation_event(project, user, &deleted, now)).await?;
+            }
+            tx.commit().await?;
+            deleted
+        });
+        Ok(!deleted.is_empty())
+    }
+}
+
+/// Internal event telling every gateway to refuse access tokens of these sessions (80 §6).
+pub fn revocation_event(project: Uuid, user: Uuid, sessions: &[Uuid], now: i64) -> Event {
+    Event::new(
+        latchkey_shared::events::SESSIONS_REVOKED,
+        project,
+        now,
+        serde_json::json!({ "user_id": user, "session_ids": sessions }),
+    )
+}
+
+macro_rules! insert_session {
+    ($conn:expr, $s:expr) => {{
+        let s: &NewSession = $s;
+        let sql = format!(
+            "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        );
+        sqlx::query(&sql)
+            .bind(s.session.project_id).bind(s.session.id).bind(s.session.user_id)
+            .bind(s.session.is_impersonation).bind(s.session.created_at_millis)
+            .bind(s.session.last_used_at_millis).bind(s.session.expires_at_millis)
+            .execute($conn).await?;
+        sqlx::query("INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) VALUES ($1, $2, $3, $4)")
+            .bind(s.session.project_id).bind(&s.token_hash).bind(s.session.id).bind(s.session.created_at_millis)
+            .execute($conn).await?;
+    }};
+}
+use insert_session;

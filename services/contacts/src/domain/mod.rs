@@ -1,0 +1,4 @@
+//! Rules of the contacts service.
+
+pub mod channels;
+pub mod verification;

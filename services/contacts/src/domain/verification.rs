@@ -1,0 +1,63 @@
+//! E-mail verification codes (40 §3).
+
+use std::collections::HashMap;
+
+use latchkey_shared::codes::{self, Codes};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::mail::Mailer;
+use crate::store::Store;
+
+pub const KIND: &str = "CONTACT_CHANNEL_VERIFICATION";
+const LIFETIME_MILLIS: i64 = 7 * 24 * 60 * 60 * 1000;
+
+pub struct Send<'a> {
+    pub user_id: Uuid,
+    pub email: &'a str,
+    pub callback_url: &'a str,
+    pub project_name: &'a str,
+    pub smtp: Option<(String, String)>,
+}
+
+/// Issues a code for the user's unverified channel with this address and mails the link.
+pub async fn send(
+    store: &Store,
+    codes: &Codes,
+    mailer: &Mailer,
+    project: Uuid,
+    req: Send<'_>,
+    now: i64,
+) -> Result<()> {
+    let address = latchkey_shared::email::normalize(req.email);
+    let channels = store.channels_of(project, &[req.user_id]).await?;
+    let channel = channels
+        .iter()
+        .find(|c| c.value == address)
+        .ok_or(Error::ChannelNotFound)?;
+    if channel.is_verified {
+        return Err(Error::AlreadyVerified);
+    }
+    let data = json!({ "user_id": req.user_id, "email": address });
+    let code = codes.create(project, KIND, &data, LIFETIME_MILLIS).await?;
+    let vars: HashMap<String, String> = [
+        ("email", address.clone()),
+        ("link", codes::link(req.callback_url, &code)),
+        ("project", req.project_name.to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    mailer
+        .send(
+            project,
+            &address,
+            "email_verification",
+            &vars,
+            req.smtp,
+            now,
+        )
+        .await?;
+    Ok(())
+}

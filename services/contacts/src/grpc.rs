@@ -1,0 +1,234 @@
+//! The `Contacts` gRPC API: requests become domain calls, results become proto messages.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use latchkey_proto::contacts::v1 as pb;
+use latchkey_shared::clock::SharedClock;
+use latchkey_shared::codes::Codes;
+use latchkey_shared::grpc::Context;
+use tonic::{Request, Response, Status};
+use uuid::Uuid;
+
+use crate::domain::{channels, verification};
+use crate::error::Error;
+use crate::mail::Mailer;
+use crate::store::{Channel, Store};
+
+pub struct Contacts {
+    pub store: Store,
+    pub codes: Codes,
+    pub mailer: Arc<Mailer>,
+    pub clock: SharedClock,
+}
+
+fn uuid(text: &str, what: &str) -> Result<Uuid, Error> {
+    Uuid::parse_str(text).map_err(|_| Error::Invalid(format!("{what} is not a UUID")))
+}
+
+fn to_pb(c: Channel) -> pb::Channel {
+    pb::Channel {
+        id: c.id.to_string(),
+        user_id: c.user_id.to_string(),
+        r#type: "email".into(),
+        value: c.value,
+        used_for_auth: c.used_for_auth,
+        is_verified: c.is_verified,
+        is_primary: c.is_primary,
+        created_at_millis: c.created_at_millis,
+    }
+}
+
+fn list(items: Vec<Channel>) -> Response<pb::ChannelList> {
+    Response::new(pb::ChannelList {
+        items: items.into_iter().map(to_pb).collect(),
+    })
+}
+
+fn smtp(settings: Option<pb::MailSettings>) -> Option<(String, String)> {
+    settings.map(|m| (m.smtp_url, m.from))
+}
+
+#[tonic::async_trait]
+impl pb::contacts_server::Contacts for Contacts {
+    #[tracing::instrument(name = "contacts.create_channel", skip_all)]
+    async fn create_channel(
+        &self,
+        request: Request<pb::CreateChannelRequest>,
+    ) -> Result<Response<pb::Channel>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        let new = channels::NewChannel {
+            id: uuid(&req.id, "id")?,
+            user_id: uuid(&req.user_id, "user_id")?,
+            value: req.value,
+            used_for_auth: req.used_for_auth,
+            is_verified: req.is_verified,
+            is_primary: req.is_primary,
+        };
+        let channel =
+            channels::create(&self.store, ctx.project_id, new, self.clock.now_millis()).await?;
+        Ok(Response::new(to_pb(channel)))
+    }
+
+    async fn delete_channel(
+        &self,
+        request: Request<pb::ChannelRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let id = uuid(&request.get_ref().id, "id")?;
+        self.store
+            .delete(ctx.project_id, id)
+            .await
+            .map_err(Error::from)?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
+    async fn find_auth_channel(
+        &self,
+        request: Request<pb::FindAuthChannelRequest>,
+    ) -> Result<Response<pb::FindAuthChannelResponse>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let channel =
+            channels::find_auth(&self.store, ctx.project_id, &request.get_ref().email).await?;
+        Ok(Response::new(pb::FindAuthChannelResponse {
+            channel: channel.map(to_pb),
+        }))
+    }
+
+    async fn list_channels(
+        &self,
+        request: Request<pb::ListChannelsRequest>,
+    ) -> Result<Response<pb::ChannelList>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let users = request
+            .get_ref()
+            .user_ids
+            .iter()
+            .map(|u| uuid(u, "user_ids"))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(list(
+            self.store
+                .channels_of(ctx.project_id, &users)
+                .await
+                .map_err(Error::from)?,
+        ))
+    }
+
+    #[tracing::instrument(name = "contacts.set_primary_email", skip_all)]
+    async fn set_primary_email(
+        &self,
+        request: Request<pb::SetPrimaryEmailRequest>,
+    ) -> Result<Response<pb::ChannelList>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        let change = channels::PrimaryChange {
+            email: req.email,
+            clear: req.clear,
+            verified: req.verified,
+            auth_enabled: req.auth_enabled,
+            new_channel_id: uuid(&req.new_channel_id, "new_channel_id")?,
+        };
+        let user = uuid(&req.user_id, "user_id")?;
+        let items = channels::set_primary(
+            &self.store,
+            ctx.project_id,
+            user,
+            change,
+            self.clock.now_millis(),
+        )
+        .await?;
+        Ok(list(items))
+    }
+
+    async fn search_users(
+        &self,
+        request: Request<pb::SearchUsersRequest>,
+    ) -> Result<Response<pb::UserIds>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let ids = self
+            .store
+            .search_users(ctx.project_id, &request.get_ref().text)
+            .await
+            .map_err(Error::from)?;
+        Ok(Response::new(pb::UserIds {
+            user_ids: ids.iter().map(Uuid::to_string).collect(),
+        }))
+    }
+
+    #[tracing::instrument(name = "contacts.send_verification_code", skip_all)]
+    async fn send_verification_code(
+        &self,
+        request: Request<pb::SendVerificationCodeRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        let send = verification::Send {
+            user_id: uuid(&req.user_id, "user_id")?,
+            email: &req.email,
+            callback_url: &req.callback_url,
+            project_name: &req.project_name,
+            smtp: smtp(req.mail),
+        };
+        let now = self.clock.now_millis();
+        verification::send(
+            &self.store,
+            &self.codes,
+            &self.mailer,
+            ctx.project_id,
+            send,
+            now,
+        )
+        .await?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
+    #[tracing::instrument(name = "contacts.send_email", skip_all, fields(template = %request.get_ref().template))]
+    async fn send_email(
+        &self,
+        request: Request<pb::SendEmailRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        let vars: HashMap<String, String> = req.variables.into_iter().collect();
+        let now = self.clock.now_millis();
+        self.mailer
+            .send(
+                ctx.project_id,
+                &req.to,
+                &req.template,
+                &vars,
+                smtp(req.mail),
+                now,
+            )
+            .await
+            .map_err(Error::from)?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
+    async fn list_emails(
+        &self,
+        request: Request<pb::Empty>,
+    ) -> Result<Response<pb::EmailList>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let items = self
+            .store
+            .emails(ctx.project_id)
+            .await
+            .map_err(Error::from)?
+            .into_iter()
+            .map(|e| pb::Email {
+                id: e.id.to_string(),
+                to: e.recipient,
+                subject: e.subject,
+                template: e.template,
+                status: e.status,
+                error: e.error,
+                created_at_millis: e.created_at_millis,
+                text: e.text_body,
+                html: e.html_body,
+            })
+            .collect();
+        Ok(Response::new(pb::EmailList { items }))
+    }
+}

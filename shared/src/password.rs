@@ -1,0 +1,135 @@
+//! Password hashing: argon2id with OWASP parameters (19 MiB, 2 passes, 1 lane), on the blocking
+//! pool behind a semaphore of about one permit per core, so a sign-in flood queues instead of
+//! starving the runtime. Verifies argon2 PHC strings and imported bcrypt hashes.
+
+use std::sync::Arc;
+
+use argon2::password_hash::rand_core::OsRng;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::{Algorithm, Argon2, Params, Version};
+use tokio::sync::{OnceCell, Semaphore};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PasswordError {
+    #[error("hashing failed: {0}")]
+    Hash(String),
+    #[error("hashing task failed")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+fn argon2() -> Argon2<'static> {
+    let params = Params::new(19 * 1024, 2, 1, None).unwrap_or_default();
+    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+}
+
+/// Whether `hash` is a bcrypt hash we can import (Modular Crypt Format `$2a$`, `$2b$`, `$2y$`).
+pub fn is_bcrypt(hash: &str) -> bool {
+    ["$2a$", "$2b$", "$2y$"].iter().any(|p| hash.starts_with(p))
+        && hash.len() == 60
+        && hash.parse::<bcrypt::HashParts>().is_ok()
+}
+
+#[derive(Clone)]
+pub struct Passwords {
+    permits: Arc<Semaphore>,
+    /// A real hash to verify against when there is no user, so unknown e-mails cost the same.
+    dummy: Arc<OnceCell<String>>,
+}
+
+impl Default for Passwords {
+    fn default() -> Self {
+        let lanes = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self::new(lanes)
+    }
+}
+
+impl Passwords {
+    pub fn new(concurrent: usize) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(concurrent.max(1))),
+            dummy: Arc::new(OnceCell::new()),
+        }
+    }
+
+    /// Hashes on the blocking pool; waits for a permit first.
+    pub async fn hash(&self, plain: &str) -> Result<String, PasswordError> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|e| PasswordError::Hash(e.to_string()))?;
+        let plain = plain.to_owned();
+        let span = tracing::Span::current();
+        tokio::task::spawn_blocking(move || {
+            span.in_scope(|| {
+                let salt = SaltString::generate(&mut OsRng);
+                argon2()
+                    .hash_password(plain.as_bytes(), &salt)
+                    .map(|h| h.to_string())
+                    .map_err(|e| PasswordError::Hash(e.to_string()))
+            })
+        })
+        .await?
+    }
+
+    /// Verifies `plain` against `stored`; with no stored hash, burns the same time and fails.
+    pub async fn verify(&self, plain: &str, stored: Option<&str>) -> Result<bool, PasswordError> {
+        let (hash, real) = match stored {
+            Some(h) => (h.to_owned(), true),
+            None => (self.dummy_hash().await?, false),
+        };
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|e| PasswordError::Hash(e.to_string()))?;
+        let plain = plain.to_owned();
+        let span = tracing::Span::current();
+        let ok = tokio::task::spawn_blocking(move || {
+            span.in_scope(|| {
+                if is_bcrypt(&hash) {
+                    bcrypt::verify(plain.as_bytes(), &hash).unwrap_or(false)
+                } else {
+                    PasswordHash::new(&hash).is_ok_and(|parsed| {
+                        argon2().verify_password(plain.as_bytes(), &parsed).is_ok()
+                    })
+                }
+            })
+        })
+        .await?;
+        Ok(ok && real)
+    }
+
+    async fn dummy_hash(&self) -> Result<String, PasswordError> {
+        let init = || async { self.hash(&crate::crypto::random_base32(20)).await };
+        self.dummy.get_or_try_init(init).await.cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn hashes_verify_and_unknown_users_fail() {
+        let p = Passwords::new(2);
+        let h = p.hash("correct horse").await.unwrap_or_default();
+        assert!(h.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"));
+        assert!(p.verify("correct horse", Some(&h)).await.unwrap_or(false));
+        assert!(!p.verify("wrong horse", Some(&h)).await.unwrap_or(true));
+        assert!(!p.verify("correct horse", None).await.unwrap_or(true));
+    }
+
+    #[tokio::test]
+    async fn imported_bcrypt_hashes_verify() {
+        let hash = bcrypt::hash("imported-pass", 4).unwrap_or_default();
+        assert!(is_bcrypt(&hash));
+        assert!(!is_bcrypt("$2x$nope"));
+        let p = Passwords::new(1);
+        assert!(p
+            .verify("imported-pass", Some(&hash))
+            .await
+            .unwrap_or(false));
+        assert!(!p.verify("other", Some(&hash)).await.unwrap_or(true));
+    }
+}
