@@ -198,7 +198,7 @@ async fn validate_headers(
                     ErrorCode::RestrictedUserNotAllowed,
                     "Restricted users need the allow-restricted-user header.",
                 )
-                .with_details(json!({ "restricted_reason": { "type": "email_not_verified" } })));
+                .with_details(json!({ "restricted_reason": user.restricted_reason })));
             }
             // Step 8: sessions ended and users deleted since the token was issued.
             if app

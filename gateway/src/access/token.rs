@@ -27,6 +27,8 @@ pub struct TokenUser {
     pub user_id: Uuid,
     pub session_id: Option<Uuid>,
     pub restricted: bool,
+    /// `{type}` of a restricted user's token (20 §1.3).
+    pub restricted_reason: serde_json::Value,
     pub issued_at_secs: i64,
     pub expires_at_secs: i64,
 }
@@ -44,6 +46,8 @@ struct Claims {
     refresh_token_id: Option<String>,
     #[serde(default)]
     is_restricted: bool,
+    #[serde(default)]
+    restricted_reason: serde_json::Value,
 }
 
 pub struct TokenVerifier {
@@ -183,6 +187,7 @@ impl TokenVerifier {
                 .as_deref()
                 .and_then(|s| Uuid::parse_str(s).ok()),
             restricted,
+            restricted_reason: claims.restricted_reason,
             issued_at_secs: claims.iat,
             expires_at_secs: claims.exp,
         })

@@ -58,6 +58,8 @@ enum Stack {
 }
 
 pub struct TestApp {
+    /// Receives every mail the system sends (real SMTP).
+    pub mail: crate::smtp::SmtpSink,
     pub base: String,
     pub http: reqwest::Client,
     pub project: Project,
@@ -85,6 +87,7 @@ impl TestApp {
         latchkey_shared::telemetry::init();
         let dir = expect(tempfile::tempdir(), "tempdir");
         let infra = Infra::new();
+        let mail = crate::smtp::SmtpSink::start().await;
         let (stack, base, grpc, internal_token, auth_db_url) = match mode {
             Mode::Embedded => {
                 let databases = Databases::sqlite_in(dir.path());
@@ -95,7 +98,10 @@ impl TestApp {
                         public_url: None,
                         databases,
                         amqp_url: None,
-                        mail: Default::default(),
+                        mail: latchkey_contacts::MailConfig {
+                            smtp_url: Some(mail.url.clone()),
+                            from: "Latchkey <auth@latchkey.test>".into(),
+                        },
                         max_body_bytes: 64 * 1024,
                         key_cache_ttl: Duration::from_secs(2),
                     })
@@ -111,9 +117,10 @@ impl TestApp {
                 let token = running.internal_token.clone();
                 (Stack::InProcess(running), base, grpc, token, auth_db_url)
             }
-            Mode::Distributed => Self::spawn_processes(&infra, dir.path()).await,
+            Mode::Distributed => Self::spawn_processes(&infra, dir.path(), &mail.url).await,
         };
         let mut app = Self {
+            mail,
             base,
             http: reqwest::Client::new(),
             project: Project {
@@ -138,6 +145,7 @@ impl TestApp {
     async fn spawn_processes(
         infra: &Infra,
         dir: &std::path::Path,
+        smtp_url: &str,
     ) -> (
         Stack,
         String,
@@ -158,6 +166,7 @@ impl TestApp {
             "LATCHKEY_AMQP_URL".into(),
             expect(infra.amqp_vhost().await, "rabbitmq vhost"),
         ));
+        env.push(("LATCHKEY_SMTP_URL".into(), smtp_url.to_owned()));
         let token = latchkey_shared::crypto::random_base32(45);
         env.push(("LATCHKEY_INTERNAL_TOKEN".into(), token.clone()));
         let mut grpc = Vec::new();
@@ -420,6 +429,107 @@ impl Drop for TestApp {
                 let _ = child.kill();
                 let _ = child.wait();
             }
+        }
+    }
+}
+
+/// Tokens of a signed-in user.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub access: String,
+    pub refresh: String,
+    pub user_id: String,
+}
+
+impl Session {
+    fn from(body: &Value) -> Self {
+        let field = |k: &str| {
+            body[k]
+                .as_str()
+                .unwrap_or_else(|| panic!("no {k} in {body}"))
+                .to_owned()
+        };
+        Self {
+            access: field("access_token"),
+            refresh: field("refresh_token"),
+            user_id: field("user_id"),
+        }
+    }
+}
+
+/// A unique address for this test.
+pub fn email(tag: &str) -> String {
+    format!(
+        "{tag}-{}@example.com",
+        latchkey_shared::crypto::random_base32(8)
+    )
+}
+
+impl TestApp {
+    /// A client-access request, signed in with `token` when given.
+    pub fn client(&self, method: Method, path: &str, token: Option<&str>) -> RequestBuilder {
+        let req = self.as_("client", method, path);
+        match token {
+            Some(t) => req.header("x-service-access-token", t),
+            None => req,
+        }
+    }
+
+    pub async fn sign_up(&self, address: &str, password: &str) -> Session {
+        let res = self
+            .client(Method::POST, "/api/v1/auth/password/sign-up", None)
+            .json(&json!({ "email": address, "password": password }))
+            .send()
+            .await;
+        let (status, body, _) = parts(expect(res, "sign-up")).await;
+        assert_eq!(status, 200, "sign-up: {body}");
+        Session::from(&body)
+    }
+
+    pub async fn sign_in(&self, address: &str, password: &str) -> (u16, Value) {
+        let res = self
+            .client(Method::POST, "/api/v1/auth/password/sign-in", None)
+            .json(&json!({ "email": address, "password": password }))
+            .send()
+            .await;
+        let (status, body, _) = parts(expect(res, "sign-in")).await;
+        (status, body)
+    }
+
+    pub async fn signed_in(&self, address: &str, password: &str) -> Session {
+        let (status, body) = self.sign_in(address, password).await;
+        assert_eq!(status, 200, "sign-in: {body}");
+        Session::from(&body)
+    }
+
+    /// Changes project settings as admin.
+    pub async fn settings(&self, patch: Value) {
+        let res = self
+            .as_("admin", Method::PATCH, "/api/v1/internal/project")
+            .json(&patch)
+            .send()
+            .await;
+        let (status, body, _) = parts(expect(res, "settings")).await;
+        assert_eq!(status, 200, "settings: {body}");
+    }
+
+    /// Status of `GET /users/me` with `token`, polled until it equals `status` (at most `within`).
+    pub async fn me_becomes(&self, token: &str, status: u16, within: Duration) -> Value {
+        let started = std::time::Instant::now();
+        loop {
+            let res = self
+                .client(Method::GET, "/api/v1/users/me", Some(token))
+                .send()
+                .await;
+            let (got, body, _) = parts(expect(res, "users/me")).await;
+            if got == status {
+                return body;
+            }
+            assert!(
+                started.elapsed() < within,
+                "GET /users/me stayed {got} ({body}) for {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 }

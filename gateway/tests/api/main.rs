@@ -3,9 +3,12 @@
 //! (its own Postgres databases and RabbitMQ vhost) — and drops what it made.
 
 mod helpers;
+mod smtp;
 
 mod access;
+mod accounts;
 mod basics;
 mod cli;
 mod grpc;
 mod projects;
+mod users;
