@@ -591,3 +591,39 @@ both_modes!(password_reset_over_smtp, |app: &TestApp| async move {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_error(res, 401, "REFRESH_TOKEN_NOT_FOUND_OR_EXPIRED").await;
 });
+
+both_modes!(
+    reset_codes_count_attempts_per_nonce,
+    |app: &TestApp| async move {
+        app.settings(json!({"allow_localhost": true})).await;
+        let address = email("brute");
+        app.sign_up(&address, PASSWORD).await;
+        let res = app
+            .client(Method::POST, "/api/v1/auth/password/send-reset-code", None)
+            .json(&json!({"email": address, "callback_url": "http://localhost/reset"}))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(res.status(), 200);
+        let code = crate::smtp::code_in(&app.mail.wait_for(&address).await);
+        let check = |code: String| async move {
+            let res = app
+                .client(Method::POST, "/api/v1/auth/password/reset/check-code", None)
+                .json(&json!({"code": code}))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            parts(res).await.1["code"].clone()
+        };
+        // Twenty wrong guesses that share the code's nonce (its last 39 characters)...
+        for i in 0..20 {
+            let guess = format!("{:0>6}{}", i, &code[6..]);
+            assert_eq!(check(guess).await, json!("VERIFICATION_CODE_NOT_FOUND"));
+        }
+        // ...and the right code is refused too.
+        assert_eq!(
+            check(code.clone()).await,
+            json!("VERIFICATION_CODE_MAX_ATTEMPTS_REACHED")
+        );
+    }
+);

@@ -92,6 +92,54 @@ async fn embedded_first_start_prints_working_keys_and_later_starts_reprint_them(
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(res.status(), 200);
+
+    // Without SMTP, mail goes to the dev mailbox, readable with its body by admins.
+    let header = |k: &str| credentials[k].as_str().unwrap_or_default().to_owned();
+    let http = reqwest::Client::new();
+    let admin = |req: reqwest::RequestBuilder| {
+        req.header("x-service-access-type", "admin")
+            .header("x-service-project-id", header("project_id"))
+            .header(
+                "x-service-super-secret-admin-key",
+                header("super_secret_admin_key"),
+            )
+    };
+    let res = admin(http.patch(format!("{base}/api/v1/internal/project")))
+        .json(&serde_json::json!({"allow_localhost": true}))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(res.status(), 200);
+    let res = http
+        .post(format!("{base}/api/v1/auth/password/sign-up"))
+        .header("x-service-access-type", "client")
+        .header("x-service-project-id", header("project_id"))
+        .header("x-service-publishable-client-key", header("publishable_client_key"))
+        .json(&serde_json::json!({"email": "dev@example.com", "password": "dev-mailbox-pass-1", "verification_callback_url": "http://localhost:3000/verify"}))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(res.status(), 200);
+    let mut text = String::new();
+    for _ in 0..50 {
+        let emails: Value = admin(http.get(format!("{base}/api/v1/internal/emails")))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .json()
+            .await
+            .unwrap_or_default();
+        if let Some(t) = emails["items"][0]["text"].as_str() {
+            assert_eq!(emails["items"][0]["status"], "sent");
+            text = t.to_owned();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        text.contains("http://localhost:3000/verify?code="),
+        "{text}"
+    );
     stop(child);
 
     let (child, _, again) = start_embedded(dir.path());

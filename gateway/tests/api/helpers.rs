@@ -533,3 +533,21 @@ impl TestApp {
         }
     }
 }
+
+impl TestApp {
+    /// Event types auth has written to its outbox, oldest first.
+    pub async fn auth_outbox(&self) -> Vec<String> {
+        let db = expect(Database::connect(&self.auth_db_url).await, "auth db");
+        let sql = "SELECT event_type FROM outbox ORDER BY seq";
+        let types: Vec<String> = match &db {
+            Database::Postgres(pool) => {
+                expect(sqlx::query_scalar(sql).fetch_all(pool).await, "outbox")
+            }
+            Database::Sqlite(pool) => {
+                expect(sqlx::query_scalar(sql).fetch_all(pool).await, "outbox")
+            }
+        };
+        db.close().await;
+        types
+    }
+}

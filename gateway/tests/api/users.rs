@@ -131,6 +131,14 @@ both_modes!(server_manages_users, |app: &TestApp| async move {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_error(res, 404, "TEAM_MEMBERSHIP_NOT_FOUND").await;
 
+    // Creation and the update each wrote their event with the change.
+    let events = app.auth_outbox().await;
+    assert!(
+        events.iter().filter(|t| *t == "user.created").count() >= 2,
+        "{events:?}"
+    );
+    assert!(events.iter().any(|t| t == "user.updated"), "{events:?}");
+
     // An imported bcrypt hash signs in.
     let imported = email("bcrypt");
     let hash = bcrypt::hash("imported-secret-1", 4).unwrap_or_default();
