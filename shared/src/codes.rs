@@ -113,8 +113,16 @@ impl Codes {
         let code = code.to_ascii_lowercase();
         let now = self.clock.now_millis();
         type Row = (Uuid, String, String, i64, Option<i64>, i32, i64);
+        // The increment comes first: on SQLite a transaction that reads before it writes can
+        // fail to upgrade its lock under concurrent writers, while one that starts by writing
+        // waits its turn. The attempt counts even when the code turns out wrong.
         let found: Option<Row> = crate::with_pool!(&self.db, pool => {
             let mut tx = pool.begin().await?;
+            sqlx::query("UPDATE verification_codes SET attempts = attempts + 1 WHERE project_id = $1 AND nonce_hash = $2")
+                .bind(project_id)
+                .bind(hash_secret(nonce_of(&code)))
+                .execute(&mut *tx)
+                .await?;
             let row: Option<Row> = sqlx::query_as(
                 "SELECT id, kind, data, expires_at_millis, used_at_millis, attempts, created_at_millis \
                  FROM verification_codes WHERE project_id = $1 AND code_hash = $2",
@@ -123,12 +131,6 @@ impl Codes {
             .bind(hash_secret(&code))
             .fetch_optional(&mut *tx)
             .await?;
-            // The attempt counts even when the code turns out wrong, so it commits regardless.
-            sqlx::query("UPDATE verification_codes SET attempts = attempts + 1 WHERE project_id = $1 AND nonce_hash = $2")
-                .bind(project_id)
-                .bind(hash_secret(nonce_of(&code)))
-                .execute(&mut *tx)
-                .await?;
             tx.commit().await?;
             row
         });
@@ -144,7 +146,9 @@ impl Codes {
         if used.is_some() {
             return Err(CodeError::AlreadyUsed);
         }
-        if attempts >= MAX_ATTEMPTS {
+        // `attempts` includes this request's increment; the rule reads the count before it,
+        // so "at least 20 before" is "more than 20 now".
+        if attempts > MAX_ATTEMPTS {
             return Err(CodeError::MaxAttempts);
         }
         Ok(Code {
