@@ -627,3 +627,58 @@ both_modes!(
         );
     }
 );
+
+both_modes!(
+    password_switches_and_expired_codes,
+    |app: &TestApp| async move {
+        app.settings(json!({"allow_localhost": true, "password_reset_code_lifetime_seconds": 1}))
+            .await;
+        let address = email("switch");
+        let user = app.sign_up(&address, PASSWORD).await;
+        let res = app
+            .client(Method::POST, "/api/v1/auth/password/send-reset-code", None)
+            .json(&json!({"email": address, "callback_url": "http://localhost/reset"}))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(res.status(), 200);
+        let code = crate::smtp::code_in(&app.mail.wait_for(&address).await);
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
+        let res = app
+            .client(Method::POST, "/api/v1/auth/password/reset", None)
+            .json(&json!({"code": code, "password": "brand-new-pass-1"}))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_error(res, 400, "VERIFICATION_CODE_EXPIRED").await;
+
+        // With passwords switched off, every password endpoint says so.
+        app.settings(json!({"credential_enabled": false})).await;
+        let token = Some(user.access.as_str());
+        for (path, body, token) in [
+            (
+                "/api/v1/auth/password/update",
+                json!({"old_password": PASSWORD, "new_password": "another-pass-1"}),
+                token,
+            ),
+            (
+                "/api/v1/auth/password/set",
+                json!({"password": "another-pass-1"}),
+                token,
+            ),
+            (
+                "/api/v1/auth/password/send-reset-code",
+                json!({"email": address, "callback_url": "http://localhost/reset"}),
+                None,
+            ),
+        ] {
+            let res = app
+                .client(Method::POST, path, token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_error(res, 400, "PASSWORD_AUTHENTICATION_NOT_ENABLED").await;
+        }
+    }
+);

@@ -450,3 +450,72 @@ fn app_mode(app: &TestApp) -> Mode {
         Mode::Distributed
     }
 }
+
+both_modes!(primary_email_rules, |app: &TestApp| async move {
+    let first = email("first");
+    let user = create(app, json!({"primary_email": first, "primary_email_verified": true, "primary_email_auth_enabled": true, "password": PASSWORD})).await;
+    let path = format!("/api/v1/users/{}", user["id"].as_str().unwrap_or_default());
+    let patch = |body: Value| app.as_("server", Method::PATCH, &path).json(&body).send();
+    let view = |res: reqwest::Response| async move {
+        let (status, body, _) = parts(res).await;
+        assert_eq!(status, 200, "{body}");
+        (
+            body["primary_email"].clone(),
+            body["primary_email_verified"].clone(),
+            body["primary_email_auth_enabled"].clone(),
+        )
+    };
+    // A new address becomes primary, unverified, keeping sign-in; the old one is demoted.
+    let second = email("second");
+    let got = view(
+        patch(json!({"primary_email": second}))
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(got, (json!(second), json!(false), json!(true)));
+    // Back to the old address: that channel is promoted with its verification intact.
+    let got = view(
+        patch(json!({"primary_email": first.to_uppercase()}))
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(got, (json!(first), json!(true), json!(true)));
+    // The same address again changes nothing.
+    let got = view(
+        patch(json!({"primary_email": first}))
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(got, (json!(first), json!(true), json!(true)));
+    // null: no primary, so neither verified nor auth-enabled; flags without an address fail.
+    let got = view(
+        patch(json!({"primary_email": null}))
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(got, (Value::Null, json!(false), json!(false)));
+    let res = patch(json!({"primary_email_auth_enabled": true}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_error(res, 400, "BAD_REQUEST").await;
+    // An address another user signs in with cannot become an auth-enabled primary.
+    let taken = email("taken");
+    app.sign_up(&taken, PASSWORD).await;
+    let res = patch(json!({"primary_email": taken, "primary_email_auth_enabled": true}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let body = assert_error(res, 409, "USER_EMAIL_ALREADY_EXISTS").await;
+    assert_eq!(body["details"]["email"], taken.as_str());
+    // Without sign-in it may be shared.
+    let got = view(
+        patch(json!({"primary_email": taken, "primary_email_auth_enabled": false}))
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(got, (json!(taken), json!(false), json!(false)));
+});
