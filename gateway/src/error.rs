@@ -9,19 +9,27 @@ use latchkey_shared::headers;
 use serde_json::{json, Value};
 
 #[derive(Debug, Clone)]
-pub struct ApiError(pub CodedError);
+pub struct ApiError(pub CodedError, Option<StatusCode>);
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self(CodedError::new(code, message))
+        Self(CodedError::new(code, message), None)
     }
 
     pub fn with_details(self, details: Value) -> Self {
-        Self(self.0.with_details(details))
+        Self(self.0.with_details(details), self.1)
     }
 
     pub fn schema(message: impl Into<String>) -> Self {
-        Self(CodedError::schema(message))
+        Self(CodedError::schema(message), None)
+    }
+
+    /// An oversized body: 413 with code `BAD_REQUEST` (70 §6).
+    pub fn too_large() -> Self {
+        Self(
+            CodedError::new(ErrorCode::BadRequest, "The request body is too large."),
+            Some(StatusCode::PAYLOAD_TOO_LARGE),
+        )
     }
 
     pub fn body_parsing(message: impl Into<String>) -> Self {
@@ -41,13 +49,13 @@ impl From<tonic::Status> for ApiError {
         if coded.code == ErrorCode::InternalServerError {
             tracing::error!(grpc_code = ?status.code(), message = status.message(), "service call failed");
         }
-        Self(coded)
+        Self(coded, None)
     }
 }
 
 impl From<CodedError> for ApiError {
     fn from(e: CodedError) -> Self {
-        Self(e)
+        Self(e, None)
     }
 }
 

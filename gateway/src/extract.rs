@@ -23,10 +23,7 @@ async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Value,
         .map(|v| v.to_str().unwrap_or("\u{fffd}").to_ascii_lowercase());
     let bytes = Bytes::from_request(request, state).await.map_err(|e| {
         if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                latchkey_shared::error::ErrorCode::PayloadTooLarge,
-                "The request body is too large.",
-            )
+            ApiError::too_large()
         } else {
             ApiError::body_parsing("The request body could not be read.")
         }

@@ -101,8 +101,7 @@ async fn finalize(request: Request, next: Next) -> Response {
     if response.status() == StatusCode::PAYLOAD_TOO_LARGE
         && response.extensions().get::<ErrorCode>().is_none()
     {
-        response = ApiError::new(ErrorCode::PayloadTooLarge, "The request body is too large.")
-            .into_response();
+        response = ApiError::too_large().into_response();
     }
     if is_api {
         cors(&mut response);

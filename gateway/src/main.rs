@@ -45,7 +45,7 @@ struct Cli {
     public_url: Option<String>,
 
     /// Largest accepted request body, in bytes.
-    #[arg(long, env = "LATCHKEY_MAX_BODY_BYTES", default_value_t = 1 << 20, global = true)]
+    #[arg(long, env = "LATCHKEY_MAX_BODY_BYTES", default_value_t = 5 << 20, global = true)]
     max_body_bytes: usize,
 
     #[command(flatten)]

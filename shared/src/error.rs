@@ -128,7 +128,6 @@ error_codes! {
     WebhookEndpointNotFound => ("WEBHOOK_ENDPOINT_NOT_FOUND", 404),
     ApiKeyNotFound => ("API_KEY_NOT_FOUND", 404),
     ServiceUnavailable => ("SERVICE_UNAVAILABLE", 503),
-    PayloadTooLarge => ("PAYLOAD_TOO_LARGE", 413),
 }
 
 impl ErrorCode {
@@ -149,7 +148,6 @@ impl ErrorCode {
             404 => Code::NotFound,
             405 => Code::Unimplemented,
             408 => Code::DeadlineExceeded,
-            413 => Code::ResourceExhausted,
             409 => Code::AlreadyExists,
             429 => Code::ResourceExhausted,
             503 => Code::Unavailable,
