@@ -62,8 +62,9 @@ impl From<CodedError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = self.0.code;
-        let status =
-            StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = self.1.unwrap_or_else(|| {
+            StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+        });
         let mut body = json!({ "code": code.wire(), "error": self.0.message });
         if let Some(details) = self.0.details {
             body["details"] = details;
