@@ -3,7 +3,9 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use crate::routes::{auth_password, auth_sessions, internal, projects, root, users};
+use crate::routes::{
+    auth_password, auth_sessions, contact_channels, internal, projects, root, users,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -42,6 +44,15 @@ use crate::routes::{auth_password, auth_sessions, internal, projects, root, user
         users::get,
         users::update,
         users::delete,
+        contact_channels::list,
+        contact_channels::create,
+        contact_channels::get,
+        contact_channels::update,
+        contact_channels::delete,
+        contact_channels::send_code,
+        contact_channels::send_code_legacy,
+        contact_channels::verify,
+        contact_channels::check_verification_code,
         document,
     )
 )]

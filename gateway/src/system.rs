@@ -55,6 +55,8 @@ pub struct SystemConfig {
 
 /// A running system; dropping it does not stop it, `shutdown` does.
 pub struct Running {
+    /// The event bus the components share.
+    pub bus: SharedBus,
     pub http_addr: SocketAddr,
     pub grpc_addrs: Vec<(&'static str, SocketAddr)>,
     pub internal_token: SecretString,
@@ -162,13 +164,14 @@ pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
         max_body_bytes: cfg.max_body_bytes,
         key_cache_ttl: cfg.key_cache_ttl,
     };
-    let state = AppState::new(gateway, Some(bus))?;
+    let state = AppState::new(gateway, Some(bus.clone()))?;
     let listener = http_listener;
     tasks.push((
         "gateway",
         tokio::spawn(crate::serve(listener, state, stopped(stop_rx.clone()))),
     ));
     let running = Running {
+        bus,
         http_addr,
         grpc_addrs,
         internal_token,

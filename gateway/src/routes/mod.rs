@@ -2,6 +2,7 @@
 
 pub mod auth_password;
 pub mod auth_sessions;
+pub mod contact_channels;
 pub mod health;
 pub mod internal;
 pub mod projects;
@@ -42,6 +43,7 @@ pub fn api(state: AppState) -> Router<AppState> {
         .route("/api/v1/internal/emails", get(internal::list_emails))
         .merge(auth_routes())
         .merge(user_routes())
+        .merge(contact_channel_routes())
         .route_layer(from_fn_with_state(state, access::validate))
 }
 
@@ -94,6 +96,29 @@ fn user_routes() -> Router<AppState> {
         .route(
             "/api/v1/users/{user_id}",
             get(users::get).patch(users::update).delete(users::delete),
+        )
+}
+
+fn contact_channel_routes() -> Router<AppState> {
+    use contact_channels as cc;
+    Router::new()
+        .route("/api/v1/contact-channels", get(cc::list).post(cc::create))
+        .route(
+            "/api/v1/contact-channels/send-verification-code",
+            post(cc::send_code_legacy),
+        )
+        .route("/api/v1/contact-channels/verify", post(cc::verify))
+        .route(
+            "/api/v1/contact-channels/verify/check-code",
+            post(cc::check_verification_code),
+        )
+        .route(
+            "/api/v1/contact-channels/{user_id}/{contact_channel_id}",
+            get(cc::get).patch(cc::update).delete(cc::delete),
+        )
+        .route(
+            "/api/v1/contact-channels/{user_id}/{contact_channel_id}/send-verification-code",
+            post(cc::send_code),
         )
 }
 

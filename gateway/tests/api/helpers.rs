@@ -58,6 +58,8 @@ enum Stack {
 }
 
 pub struct TestApp {
+    /// The system's event bus, for tests that inject events.
+    pub bus: latchkey_shared::events::SharedBus,
     /// Receives every mail the system sends (real SMTP).
     pub mail: crate::smtp::SmtpSink,
     pub base: String,
@@ -88,7 +90,7 @@ impl TestApp {
         let dir = expect(tempfile::tempdir(), "tempdir");
         let infra = Infra::new();
         let mail = crate::smtp::SmtpSink::start().await;
-        let (stack, base, grpc, internal_token, auth_db_url) = match mode {
+        let (stack, base, grpc, internal_token, auth_db_url, bus) = match mode {
             Mode::Embedded => {
                 let databases = Databases::sqlite_in(dir.path());
                 let auth_db_url = databases.auth.clone();
@@ -115,11 +117,20 @@ impl TestApp {
                     .collect();
                 let base = format!("http://{}", running.http_addr);
                 let token = running.internal_token.clone();
-                (Stack::InProcess(running), base, grpc, token, auth_db_url)
+                let bus = running.bus.clone();
+                (
+                    Stack::InProcess(running),
+                    base,
+                    grpc,
+                    token,
+                    auth_db_url,
+                    bus,
+                )
             }
             Mode::Distributed => Self::spawn_processes(&infra, dir.path(), &mail.url).await,
         };
         let mut app = Self {
+            bus,
             mail,
             base,
             http: reqwest::Client::new(),
@@ -152,6 +163,7 @@ impl TestApp {
         Vec<(&'static str, String)>,
         SecretString,
         String,
+        latchkey_shared::events::SharedBus,
     ) {
         let mut env: Vec<(String, String)> = Vec::new();
         for name in ["auth", "teams", "contacts", "webhooks"] {
@@ -162,10 +174,8 @@ impl TestApp {
             ));
         }
         let auth_db_url = env[0].1.clone();
-        env.push((
-            "LATCHKEY_AMQP_URL".into(),
-            expect(infra.amqp_vhost().await, "rabbitmq vhost"),
-        ));
+        let amqp_url = expect(infra.amqp_vhost().await, "rabbitmq vhost");
+        env.push(("LATCHKEY_AMQP_URL".into(), amqp_url.clone()));
         env.push(("LATCHKEY_SMTP_URL".into(), smtp_url.to_owned()));
         let token = latchkey_shared::crypto::random_base32(45);
         env.push(("LATCHKEY_INTERNAL_TOKEN".into(), token.clone()));
@@ -231,12 +241,15 @@ impl TestApp {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        let bus: latchkey_shared::events::SharedBus =
+            std::sync::Arc::new(latchkey_shared::events::amqp::AmqpBus::new(amqp_url));
         (
             Stack::Processes(children),
             base,
             grpc,
             SecretString::from(token),
             auth_db_url,
+            bus,
         )
     }
 
@@ -549,5 +562,32 @@ impl TestApp {
         };
         db.close().await;
         types
+    }
+}
+
+impl TestApp {
+    /// Id of the newest event of `event_type` in auth's outbox.
+    pub async fn last_event_id(&self, event_type: &str) -> String {
+        let db = expect(Database::connect(&self.auth_db_url).await, "auth db");
+        let sql = "SELECT body FROM outbox WHERE event_type = $1 ORDER BY seq DESC LIMIT 1";
+        let body: String = match &db {
+            Database::Postgres(pool) => expect(
+                sqlx::query_scalar(sql)
+                    .bind(event_type)
+                    .fetch_one(pool)
+                    .await,
+                "outbox",
+            ),
+            Database::Sqlite(pool) => expect(
+                sqlx::query_scalar(sql)
+                    .bind(event_type)
+                    .fetch_one(pool)
+                    .await,
+                "outbox",
+            ),
+        };
+        db.close().await;
+        let event: Value = expect(serde_json::from_str(&body), "event");
+        event["id"].as_str().unwrap_or_default().to_owned()
     }
 }

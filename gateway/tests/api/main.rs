@@ -9,6 +9,7 @@ mod access;
 mod accounts;
 mod basics;
 mod cli;
+mod contact_channels;
 mod grpc;
 mod projects;
 mod users;

@@ -21,6 +21,16 @@ pub enum Error {
     AlreadyVerified,
     #[error("no such contact channel")]
     ChannelNotFound,
+    #[error("{email} is not the primary e-mail")]
+    NotPrimaryEmail {
+        email: String,
+        primary: Option<String>,
+    },
+    #[error("the URL is not trusted by the project")]
+    UrlNotTrusted,
+    /// An error another service answered with, passed on as it is.
+    #[error("{0}")]
+    Upstream(tonic::Status),
     #[error(transparent)]
     Code(#[from] CodeError),
     #[error(transparent)]
@@ -49,6 +59,12 @@ impl From<Error> for tonic::Status {
             })),
             Error::AlreadyVerified => CodedError::new(ErrorCode::EmailAlreadyVerified, message),
             Error::ChannelNotFound => CodedError::new(ErrorCode::ContactChannelNotFound, message),
+            Error::NotPrimaryEmail { email, primary } => {
+                CodedError::new(ErrorCode::EmailIsNotPrimaryEmail, message)
+                    .with_details(json!({ "email": email, "primary_email": primary }))
+            }
+            Error::UrlNotTrusted => CodedError::new(ErrorCode::RedirectUrlNotWhitelisted, message),
+            Error::Upstream(status) => return status,
             Error::Code(e) => e.into(),
             Error::Mail(MailError::Address(a)) => {
                 CodedError::schema(format!("not a deliverable address: {a}"))
@@ -63,6 +79,12 @@ impl From<Error> for tonic::Status {
             }
         };
         coded.into_status()
+    }
+}
+
+impl From<tonic::Status> for Error {
+    fn from(s: tonic::Status) -> Self {
+        Self::Upstream(s)
     }
 }
 

@@ -20,10 +20,18 @@ pub struct Contacts {
     pub codes: Codes,
     pub mailer: Arc<Mailer>,
     pub clock: SharedClock,
+    pub auth: crate::auth::Auth,
 }
 
 fn uuid(text: &str, what: &str) -> Result<Uuid, Error> {
     Uuid::parse_str(text).map_err(|_| Error::Invalid(format!("{what} is not a UUID")))
+}
+
+fn key(k: &pb::ChannelKey) -> Result<(Uuid, Uuid), Error> {
+    Ok((
+        uuid(&k.user_id, "user_id")?,
+        uuid(&k.id, "id").map_err(|_| Error::ChannelNotFound)?,
+    ))
 }
 
 fn to_pb(c: Channel) -> pb::Channel {
@@ -58,6 +66,9 @@ impl pb::contacts_server::Contacts for Contacts {
     ) -> Result<Response<pb::Channel>, Status> {
         let ctx = Context::read(request.metadata())?;
         let req = request.into_inner();
+        if req.check_user {
+            self.auth.ensure_user(&ctx, &req.user_id).await?;
+        }
         let new = channels::NewChannel {
             id: uuid(&req.id, "id")?,
             user_id: uuid(&req.user_id, "user_id")?,
@@ -101,18 +112,21 @@ impl pb::contacts_server::Contacts for Contacts {
         request: Request<pb::ListChannelsRequest>,
     ) -> Result<Response<pb::ChannelList>, Status> {
         let ctx = Context::read(request.metadata())?;
-        let users = request
-            .get_ref()
+        let req = request.into_inner();
+        let users = req
             .user_ids
             .iter()
             .map(|u| uuid(u, "user_ids"))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(list(
-            self.store
-                .channels_of(ctx.project_id, &users)
-                .await
-                .map_err(Error::from)?,
-        ))
+        let mut items = self
+            .store
+            .channels_of(ctx.project_id, &users)
+            .await
+            .map_err(Error::from)?;
+        if let Some(id) = req.contact_channel_id {
+            items.retain(|c| c.id.to_string() == id);
+        }
+        Ok(list(items))
     }
 
     #[tracing::instrument(name = "contacts.set_primary_email", skip_all)]
@@ -203,6 +217,131 @@ impl pb::contacts_server::Contacts for Contacts {
             )
             .await
             .map_err(Error::from)?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
+    async fn get_channel(
+        &self,
+        request: Request<pb::ChannelKey>,
+    ) -> Result<Response<pb::Channel>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let (user, id) = key(request.get_ref())?;
+        Ok(Response::new(to_pb(
+            channels::get(&self.store, ctx.project_id, user, id).await?,
+        )))
+    }
+
+    #[tracing::instrument(name = "contacts.update_channel", skip_all)]
+    async fn update_channel(
+        &self,
+        request: Request<pb::UpdateChannelRequest>,
+    ) -> Result<Response<pb::Channel>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        let (user, id) = (
+            uuid(&req.user_id, "user_id")?,
+            uuid(&req.id, "id").map_err(|_| Error::ChannelNotFound)?,
+        );
+        let change = channels::ChannelChange {
+            value: req.value,
+            used_for_auth: req.used_for_auth,
+            is_verified: req.is_verified,
+            is_primary: req.is_primary,
+        };
+        Ok(Response::new(to_pb(
+            channels::update(&self.store, ctx.project_id, user, id, change).await?,
+        )))
+    }
+
+    async fn delete_user_channel(
+        &self,
+        request: Request<pb::ChannelKey>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let (user, id) = key(request.get_ref())?;
+        channels::delete(&self.store, ctx.project_id, user, id).await?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
+    #[tracing::instrument(name = "contacts.request_verification", skip_all)]
+    async fn request_verification(
+        &self,
+        request: Request<pb::RequestVerificationRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        let mail = self.auth.mail_context(&ctx, &req.callback_url).await?;
+        if !mail.callback_url_trusted {
+            return Err(Error::UrlNotTrusted.into());
+        }
+        self.auth.ensure_user(&ctx, &req.user_id).await?;
+        let user = uuid(&req.user_id, "user_id")?;
+        let address = match req.target {
+            Some(pb::request_verification_request::Target::ChannelId(id)) => {
+                let id = uuid(&id, "channel id").map_err(|_| Error::ChannelNotFound)?;
+                channels::get(&self.store, ctx.project_id, user, id)
+                    .await?
+                    .value
+            }
+            Some(pb::request_verification_request::Target::Email(email)) => {
+                let all = self
+                    .store
+                    .channels_of(ctx.project_id, &[user])
+                    .await
+                    .map_err(Error::from)?;
+                let primary = all.into_iter().find(|c| c.is_primary).map(|c| c.value);
+                let wanted = latchkey_shared::email::normalize(&email);
+                if primary.as_deref() != Some(wanted.as_str()) {
+                    return Err(Error::NotPrimaryEmail { email, primary }.into());
+                }
+                wanted
+            }
+            None => {
+                return Err(Error::Invalid("a channel id or an e-mail is required".into()).into())
+            }
+        };
+        let smtp = mail.smtp_url.zip(mail.from);
+        let send = verification::Send {
+            user_id: user,
+            email: &address,
+            callback_url: &req.callback_url,
+            project_name: &mail.project_name,
+            smtp,
+        };
+        verification::send(
+            &self.store,
+            &self.codes,
+            &self.mailer,
+            ctx.project_id,
+            send,
+            self.clock.now_millis(),
+        )
+        .await?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
+    #[tracing::instrument(name = "contacts.verify", skip_all)]
+    async fn verify(
+        &self,
+        request: Request<pb::VerificationCode>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        verification::verify(
+            &self.store,
+            &self.codes,
+            ctx.project_id,
+            &request.get_ref().code,
+        )
+        .await?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
+    async fn check_verification_code(
+        &self,
+        request: Request<pb::VerificationCode>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        verification::check(&self.codes, ctx.project_id, &request.get_ref().code).await?;
         Ok(Response::new(pb::Empty {}))
     }
 

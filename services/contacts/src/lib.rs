@@ -1,6 +1,7 @@
 //! The contacts service: contact channels (the auth e-mail among them), e-mail verification
 //! codes and outgoing mail. Consumes `user.deleted` to remove a deleted user's channels.
 
+mod auth;
 mod domain;
 mod error;
 mod grpc;
@@ -82,7 +83,9 @@ pub async fn serve(
                 tracing::error!(error = %e, "contacts consumer stopped");
             }
         });
+        let caller = latchkey_shared::grpc::PresentCaller::new(&deps.internal_token)?;
         let service = grpc::Contacts {
+            auth: auth::Auth::connect(&deps.auth_addr, caller)?,
             mailer: Arc::new(mail::Mailer::new(cfg.mail.clone(), store.clone())),
             codes: Codes::new(db.clone(), deps.clock.clone()),
             store,

@@ -152,6 +152,7 @@ pub async fn sign_up(
         used_for_auth: true,
         is_verified: false,
         is_primary: true,
+        check_user: false,
     };
     app.contacts()
         .create_channel(app.to_contacts(ctx, reserve))

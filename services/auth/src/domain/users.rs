@@ -32,6 +32,7 @@ pub async fn channels_of(
 ) -> Result<HashMap<Uuid, Vec<contacts::Channel>>> {
     let request = contacts::ListChannelsRequest {
         user_ids: users.iter().map(Uuid::to_string).collect(),
+        contact_channel_id: None,
     };
     let list = app
         .contacts()
@@ -269,6 +270,7 @@ pub async fn create(app: &App, ctx: &Context, body: &Value) -> Result<Value> {
             used_for_auth: w.primary_email_auth_enabled.unwrap_or(false),
             is_verified: w.primary_email_verified.unwrap_or(false),
             is_primary: true,
+            check_user: false,
         };
         app.contacts()
             .create_channel(app.to_contacts(ctx, request))

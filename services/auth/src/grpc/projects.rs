@@ -247,6 +247,20 @@ impl pb::projects_server::Projects for Projects {
         Ok(Response::new(created_project_to_pb(created)))
     }
 
+    async fn get_mail_context(
+        &self,
+        request: Request<pb::MailContextRequest>,
+    ) -> Result<Response<pb::MailContext>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let context = mail_context(
+            &*self.store,
+            ctx.project_id,
+            &request.get_ref().callback_url,
+        )
+        .await?;
+        Ok(Response::new(context))
+    }
+
     async fn list_projects(
         &self,
         request: Request<pb::Empty>,
@@ -266,6 +280,26 @@ impl pb::projects_server::Projects for Projects {
             .collect();
         Ok(Response::new(pb::ProjectList { items }))
     }
+}
+
+/// The mail context of the caller's project.
+async fn mail_context(
+    store: &dyn ProjectStore,
+    project: Uuid,
+    url: &str,
+) -> Result<pb::MailContext, Error> {
+    let (project, settings) = projects::get(store, project).await?;
+    let domains: Vec<String> = settings.domains.iter().map(|d| d.domain.clone()).collect();
+    Ok(pb::MailContext {
+        project_name: project.display_name,
+        callback_url_trusted: latchkey_shared::urls::is_trusted(
+            url,
+            settings.allow_localhost,
+            &domains,
+        ),
+        smtp_url: settings.email.as_ref().map(|e| e.smtp_url.clone()),
+        from: settings.email.as_ref().map(|e| e.from.clone()),
+    })
 }
 
 pub fn created_project_to_pb(created: projects::Created) -> pb::CreatedProject {

@@ -292,6 +292,24 @@ impl pb::users_server::Users for Users {
         ))
     }
 
+    async fn user_exists(
+        &self,
+        request: Request<pb::UserRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let id = uuid(&request.get_ref().user_id, "user_id")?;
+        match self
+            .app
+            .accounts
+            .user(ctx.project_id, id)
+            .await
+            .map_err(Error::from)?
+        {
+            Some(_) => Ok(empty()),
+            None => Err(users::not_found(id).into()),
+        }
+    }
+
     #[tracing::instrument(name = "auth.delete_user", skip_all)]
     async fn delete_user(
         &self,

@@ -190,3 +190,65 @@ pub async fn set_primary(
     }
     Ok(store.channels_of(project, &[user]).await?)
 }
+
+/// One user's channel; `CONTACT_CHANNEL_NOT_FOUND` when it belongs to someone else.
+pub async fn get(store: &Store, project: Uuid, user: Uuid, id: Uuid) -> Result<Channel> {
+    match store.channel(project, id).await? {
+        Some(c) if c.user_id == user => Ok(c),
+        _ => Err(Error::ChannelNotFound),
+    }
+}
+
+/// What a PATCH of a channel may change (40 §1).
+#[derive(Debug, Clone, Default)]
+pub struct ChannelChange {
+    pub value: Option<String>,
+    pub used_for_auth: Option<bool>,
+    pub is_verified: Option<bool>,
+    pub is_primary: Option<bool>,
+}
+
+/// Applies 40 §4: a new value resets verification unless it is given; becoming primary demotes
+/// the previous primary; enabling sign-in needs an address nobody else signs in with.
+pub async fn update(
+    store: &Store,
+    project: Uuid,
+    user: Uuid,
+    id: Uuid,
+    change: ChannelChange,
+) -> Result<Channel> {
+    let mut c = get(store, project, user, id).await?;
+    if let Some(value) = &change.value {
+        let value = normalized_address(value)?;
+        if value != c.value {
+            let others = store.channels_of(project, &[user]).await?;
+            if others.iter().any(|o| o.id != id && o.value == value) {
+                return Err(Error::AlreadyExists);
+            }
+            c.value = value;
+            c.is_verified = false;
+        }
+    }
+    if let Some(v) = change.is_verified {
+        c.is_verified = v;
+    }
+    if let Some(p) = change.is_primary {
+        c.is_primary = p;
+    }
+    if let Some(a) = change.used_for_auth {
+        c.used_for_auth = a;
+    }
+    if c.used_for_auth {
+        ensure_auth_free(store, project, user, &c.value).await?;
+    }
+    if let Err(e) = store.update(&c).await {
+        return Err(explain_conflict(store, project, &c, e).await);
+    }
+    Ok(c)
+}
+
+pub async fn delete(store: &Store, project: Uuid, user: Uuid, id: Uuid) -> Result<()> {
+    get(store, project, user, id).await?;
+    store.delete(project, id).await?;
+    Ok(())
+}

@@ -61,3 +61,31 @@ pub async fn send(
         .await?;
     Ok(())
 }
+
+/// `POST /contact-channels/verify`: consumes the code and verifies the user's channel with the
+/// code's address (found by user and address, 40 §3.3).
+pub async fn verify(store: &Store, codes: &Codes, project: Uuid, code: &str) -> Result<()> {
+    let found = codes.check(project, KIND, code).await?;
+    codes.consume(project, &found).await?;
+    let user = found.data["user_id"]
+        .as_str()
+        .and_then(|s| Uuid::parse_str(s).ok());
+    let address = found.data["email"].as_str().unwrap_or_default();
+    let Some(user) = user else {
+        return Err(Error::ChannelNotFound);
+    };
+    let channels = store.channels_of(project, &[user]).await?;
+    let mut channel = channels
+        .into_iter()
+        .find(|c| c.value == address)
+        .ok_or(Error::ChannelNotFound)?;
+    channel.is_verified = true;
+    store.update(&channel).await?;
+    Ok(())
+}
+
+/// `POST /contact-channels/verify/check-code`: validates without consuming.
+pub async fn check(codes: &Codes, project: Uuid, code: &str) -> Result<()> {
+    codes.check(project, KIND, code).await?;
+    Ok(())
+}
