@@ -7,6 +7,7 @@ const PROTOS: &[&str] = &[
     "latchkey/common/v1/common.proto",
     "latchkey/auth/v1/auth.proto",
     "latchkey/contacts/v1/contacts.proto",
+    "latchkey/teams/v1/teams.proto",
     "latchkey/events/v1/events.proto",
 ];
 

@@ -234,6 +234,7 @@ async fn main() -> anyhow::Result<()> {
                         latchkey_auth::Config {
                             database_url: dbs.auth,
                             contacts_addr: contacts_addr.clone(),
+                            teams_addr: teams_addr.clone(),
                             public_url: cli
                                 .public_url
                                 .clone()

@@ -4,7 +4,7 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::routes::{
-    auth_password, auth_sessions, contact_channels, internal, projects, root, users,
+    auth_password, auth_sessions, contact_channels, internal, projects, root, teams, users,
 };
 
 #[derive(OpenApi)]
@@ -53,6 +53,16 @@ use crate::routes::{
         contact_channels::send_code_legacy,
         contact_channels::verify,
         contact_channels::check_verification_code,
+        teams::list,
+        teams::create,
+        teams::get,
+        teams::update,
+        teams::delete,
+        teams::add_member,
+        teams::remove_member,
+        teams::list_permissions,
+        teams::grant,
+        teams::revoke,
         document,
     )
 )]

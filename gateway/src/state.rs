@@ -15,6 +15,9 @@ pub use latchkey_shared::grpc::AuthClient;
 pub type UsersClient = latchkey_proto::auth::v1::users_client::UsersClient<
     tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
 >;
+pub type TeamsClient = latchkey_proto::teams::v1::teams_client::TeamsClient<
+    tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
+>;
 pub type ContactsClient = latchkey_proto::contacts::v1::contacts_client::ContactsClient<
     tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
 >;
@@ -43,6 +46,7 @@ pub struct Inner {
     pub auth: AuthClient,
     pub users: UsersClient,
     pub contacts: ContactsClient,
+    pub teams: TeamsClient,
     pub revocations: crate::access::revocations::Revocations,
     /// Channels for readiness checks, one per service.
     pub health: Vec<(&'static str, Channel)>,
@@ -71,6 +75,11 @@ impl AppState {
                 contacts_channel.clone(),
                 caller,
             );
+        let teams_channel = lazy_channel(&config.teams_addr)?;
+        let teams = latchkey_proto::teams::v1::teams_client::TeamsClient::with_interceptor(
+            teams_channel.clone(),
+            PresentCaller::new(&config.internal_token)?,
+        );
         let revocations = crate::access::revocations::Revocations::default();
         match bus {
             Some(bus) => revocations.follow(bus),
@@ -80,7 +89,7 @@ impl AppState {
         }
         let health = vec![
             ("auth", auth_channel),
-            ("teams", lazy_channel(&config.teams_addr)?),
+            ("teams", teams_channel),
             ("contacts", contacts_channel),
             ("webhooks", lazy_channel(&config.webhooks_addr)?),
         ];
@@ -91,6 +100,7 @@ impl AppState {
             auth,
             users,
             contacts,
+            teams,
             revocations,
             health,
             config,

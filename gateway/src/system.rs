@@ -137,6 +137,7 @@ pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
     let auth = latchkey_auth::Config {
         database_url: dbs.auth.clone(),
         contacts_addr: addr("contacts"),
+        teams_addr: addr("teams"),
         public_url: public_url.clone(),
     };
     start_service!("auth", latchkey_auth, auth, auth_l);

@@ -12,6 +12,11 @@ pub mod auth {
         tonic::include_proto!("latchkey.auth.v1");
     }
 }
+pub mod teams {
+    pub mod v1 {
+        tonic::include_proto!("latchkey.teams.v1");
+    }
+}
 pub mod contacts {
     pub mod v1 {
         tonic::include_proto!("latchkey.contacts.v1");

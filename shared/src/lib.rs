@@ -20,6 +20,8 @@ pub mod events;
 pub mod grpc;
 /// Access headers under all three prefixes.
 pub mod headers;
+/// Profile image values.
+pub mod images;
 /// Password hashing (argon2id, bcrypt import) off the async runtime.
 pub mod password;
 /// A shutdown signal many tasks can wait on.

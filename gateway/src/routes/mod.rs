@@ -7,6 +7,7 @@ pub mod health;
 pub mod internal;
 pub mod projects;
 pub mod root;
+pub mod teams;
 pub mod users;
 
 use axum::middleware::from_fn_with_state;
@@ -44,6 +45,7 @@ pub fn api(state: AppState) -> Router<AppState> {
         .merge(auth_routes())
         .merge(user_routes())
         .merge(contact_channel_routes())
+        .merge(team_routes())
         .route_layer(from_fn_with_state(state, access::validate))
 }
 
@@ -96,6 +98,24 @@ fn user_routes() -> Router<AppState> {
         .route(
             "/api/v1/users/{user_id}",
             get(users::get).patch(users::update).delete(users::delete),
+        )
+}
+
+fn team_routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/teams", get(teams::list).post(teams::create))
+        .route(
+            "/api/v1/teams/{team_id}",
+            get(teams::get).patch(teams::update).delete(teams::delete),
+        )
+        .route(
+            "/api/v1/team-memberships/{team_id}/{user_id}",
+            post(teams::add_member).delete(teams::remove_member),
+        )
+        .route("/api/v1/team-permissions", get(teams::list_permissions))
+        .route(
+            "/api/v1/team-permissions/{team_id}/{user_id}/{permission_id}",
+            post(teams::grant).delete(teams::revoke),
         )
 }
 

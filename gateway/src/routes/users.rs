@@ -49,10 +49,16 @@ fn shaped(access: &Access, json: &str) -> ApiResult<Value> {
     let Value::Object(all) = user else {
         return Ok(Value::Null);
     };
-    let client: Map<String, Value> = all
+    let mut client: Map<String, Value> = all
         .into_iter()
         .filter(|(k, _)| CLIENT_FIELDS.contains(&k.as_str()))
         .collect();
+    if let Some(team) = client.remove("selected_team") {
+        client.insert(
+            "selected_team".into(),
+            super::teams::team_shape(access, team),
+        );
+    }
     Ok(Value::Object(client))
 }
 

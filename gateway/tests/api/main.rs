@@ -12,4 +12,5 @@ mod cli;
 mod contact_channels;
 mod grpc;
 mod projects;
+mod teams;
 mod users;

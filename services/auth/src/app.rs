@@ -18,6 +18,9 @@ use crate::store::accounts::Accounts;
 use crate::store::{Project, ProjectStore};
 
 pub type Contacts = ContactsClient<InterceptedService<Channel, PresentCaller>>;
+pub type Teams = latchkey_proto::teams::v1::teams_client::TeamsClient<
+    InterceptedService<Channel, PresentCaller>,
+>;
 
 pub struct App {
     pub projects: Arc<dyn ProjectStore>,
@@ -25,6 +28,7 @@ pub struct App {
     pub codes: Codes,
     pub passwords: Passwords,
     pub contacts: Contacts,
+    pub teams: Teams,
     pub clock: SharedClock,
     /// e.g. `https://auth.example.com`; issuers are `<this>/api/v1/projects/<id>`.
     pub public_url: String,
@@ -44,7 +48,12 @@ impl App {
         self.contacts.clone()
     }
 
-    /// Wraps a message for contacts with the project of `ctx` (as a server-level component).
+    pub fn teams(&self) -> Teams {
+        self.teams.clone()
+    }
+
+    /// Wraps a message for another service with the project of `ctx` (as a server-level
+    /// component).
     pub fn to_contacts<T>(&self, ctx: &Context, message: T) -> tonic::Request<T> {
         let mut inner = ctx.clone();
         inner.access_type = latchkey_shared::headers::AccessType::Server;

@@ -34,6 +34,8 @@ pub struct Config {
     pub database_url: String,
     /// Where the contacts service answers.
     pub contacts_addr: String,
+    /// Where the teams service answers.
+    pub teams_addr: String,
     /// Public base URL of the gateway, for token issuers.
     pub public_url: String,
 }
@@ -54,7 +56,8 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let clock = deps.clock.clone();
-    let routes = |db: Database, _| {
+    let routes = |db: Database, stop: latchkey_shared::shutdown::Shutdown| {
+        follow_teams(&deps, &db, stop);
         let store = store_for(&db);
         let keys: Arc<dyn latchkey_shared::grpc::ServerKeys> = Arc::new(
             domain::keys::LocalServerKeys::new(store.clone(), clock.clone()),
@@ -63,7 +66,12 @@ pub async fn serve(
             latchkey_shared::grpc::lazy_channel(&cfg.contacts_addr)?,
             PresentCaller::new(&deps.internal_token)?,
         );
+        let teams = latchkey_proto::teams::v1::teams_client::TeamsClient::with_interceptor(
+            latchkey_shared::grpc::lazy_channel(&cfg.teams_addr)?,
+            PresentCaller::new(&deps.internal_token)?,
+        );
         let app = Arc::new(app::App {
+            teams,
             projects: store.clone(),
             accounts: store::accounts::Accounts::new(db.clone()),
             codes: latchkey_shared::codes::Codes::new(db.clone(), clock.clone()),
@@ -90,6 +98,49 @@ pub async fn serve(
         routes,
     )
     .await
+}
+
+/// The durable queue auth consumes.
+const QUEUE: &str = "latchkey.auth";
+
+/// Clears selected teams that no longer hold their users (30 §1.5, §2 rule 2).
+struct TeamGone(store::accounts::Accounts);
+
+#[async_trait::async_trait]
+impl latchkey_shared::events::consume::Handler for TeamGone {
+    async fn handle(&self, event: &latchkey_shared::events::Event) -> anyhow::Result<()> {
+        let id = |key: &str| {
+            event
+                .data
+                .get(key)
+                .and_then(|v| v.as_str())
+                .and_then(|s| uuid::Uuid::parse_str(s).ok())
+        };
+        let (team, user) = match event.event_type.as_str() {
+            "team.deleted" => (id("id"), None),
+            _ => (id("team_id"), id("user_id")),
+        };
+        let Some(team) = team else {
+            anyhow::bail!("{} without a team id", event.event_type);
+        };
+        self.0
+            .clear_selected_team(event.project_id, team, user)
+            .await?;
+        Ok(())
+    }
+}
+
+fn follow_teams(deps: &Deps, db: &Database, stop: latchkey_shared::shutdown::Shutdown) {
+    use latchkey_shared::events::consume::{self, Dedupe, Handler};
+    let handler: Arc<dyn Handler> = Arc::new(TeamGone(store::accounts::Accounts::new(db.clone())));
+    let dedupe = Dedupe::new(db.clone(), QUEUE, deps.clock.clone());
+    let bus = deps.bus.clone();
+    tokio::spawn(async move {
+        let bindings = ["team.deleted", "team_membership.deleted"];
+        if let Err(e) = consume::run(bus, QUEUE, &bindings, dedupe, handler, stop.wait()).await {
+            tracing::error!(error = %e, "auth consumer stopped");
+        }
+    });
 }
 
 /// Operator functions for the `latchkey` CLI (80 §1), straight against the database.

@@ -20,7 +20,7 @@ pub struct Contacts {
     pub codes: Codes,
     pub mailer: Arc<Mailer>,
     pub clock: SharedClock,
-    pub auth: crate::auth::Auth,
+    pub auth: latchkey_shared::grpc::auth::Auth,
 }
 
 fn uuid(text: &str, what: &str) -> Result<Uuid, Error> {

@@ -1,7 +1,6 @@
 //! The contacts service: contact channels (the auth e-mail among them), e-mail verification
 //! codes and outgoing mail. Consumes `user.deleted` to remove a deleted user's channels.
 
-mod auth;
 mod domain;
 mod error;
 mod grpc;
@@ -85,7 +84,7 @@ pub async fn serve(
         });
         let caller = latchkey_shared::grpc::PresentCaller::new(&deps.internal_token)?;
         let service = grpc::Contacts {
-            auth: auth::Auth::connect(&deps.auth_addr, caller)?,
+            auth: latchkey_shared::grpc::auth::Auth::connect(&deps.auth_addr, caller)?,
             mailer: Arc::new(mail::Mailer::new(cfg.mail.clone(), store.clone())),
             codes: Codes::new(db.clone(), deps.clock.clone()),
             store,

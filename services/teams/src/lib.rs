@@ -1,11 +1,23 @@
-//! The teams service: owns and migrates its database, relays its outbox, answers gRPC health,
-//! reflection and `latchkey.common.v1.Service`. Its own API arrives with its issue.
+//! The teams service: teams, memberships and team permissions. Consumes `user.deleted` to drop
+//! a deleted user's memberships.
 
+mod domain;
+mod error;
+mod grpc;
+mod store;
+
+use std::sync::Arc;
+
+use latchkey_proto::teams::v1::teams_server::TeamsServer;
 use latchkey_shared::db::{Database, Migrations};
+use latchkey_shared::events::consume::{self, Dedupe, Handler};
+use latchkey_shared::events::Event;
 use latchkey_shared::grpc::Deps;
 
-/// The name health reports on.
-pub const SERVICE_NAME: &str = "latchkey.teams.v1";
+/// The gRPC service name health reports on.
+pub const SERVICE_NAME: &str = "latchkey.teams.v1.Teams";
+/// The durable queue this service consumes.
+const QUEUE: &str = "latchkey.teams";
 
 static MIGRATIONS: Migrations = Migrations {
     postgres: &sqlx::migrate!("migrations/postgres"),
@@ -26,21 +38,73 @@ pub async fn migrate(database_url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Migrates the database, then serves gRPC on `listener` until `shutdown` resolves.
+/// Drops a deleted user's memberships (and grants); auth already announced them.
+struct UserDeleted(store::Store);
+
+#[async_trait::async_trait]
+impl Handler for UserDeleted {
+    async fn handle(&self, event: &Event) -> anyhow::Result<()> {
+        let user = event
+            .data
+            .get("id")
+            .and_then(|v| v.as_str())
+            .and_then(|s| uuid::Uuid::parse_str(s).ok());
+        let Some(user) = user else {
+            anyhow::bail!("user.deleted without a user id");
+        };
+        let removed = self.0.remove_user(event.project_id, user).await?;
+        tracing::info!(%user, removed, "removed the memberships of a deleted user");
+        Ok(())
+    }
+}
+
+/// Migrates the database, then serves gRPC on `listener` and consumes events until `shutdown`.
 pub async fn serve(
     cfg: Config,
     deps: Deps,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let url = &cfg.database_url;
-    latchkey_shared::grpc::run_describe_only(
+    let routes = |db: Database, stop: latchkey_shared::shutdown::Shutdown| {
+        let store = store::Store::new(db.clone());
+        let handler: Arc<dyn Handler> = Arc::new(UserDeleted(store.clone()));
+        let dedupe = Dedupe::new(db.clone(), QUEUE, deps.clock.clone());
+        let bus = deps.bus.clone();
+        tokio::spawn(async move {
+            if let Err(e) =
+                consume::run(bus, QUEUE, &["user.deleted"], dedupe, handler, stop.wait()).await
+            {
+                tracing::error!(error = %e, "teams consumer stopped");
+            }
+        });
+        let caller = latchkey_shared::grpc::PresentCaller::new(&deps.internal_token)?;
+        let teams = domain::teams::Teams {
+            store,
+            auth: latchkey_shared::grpc::auth::Auth::connect(&deps.auth_addr, caller)?,
+            clock: deps.clock.clone(),
+        };
+        let keys = deps.remote_server_keys()?;
+        let routes = latchkey_shared::grpc::guarded(
+            TeamsServer::new(grpc::Service(Arc::new(teams))),
+            &deps,
+            keys.clone(),
+        );
+        Ok(latchkey_shared::grpc::with_describe(
+            routes,
+            SERVICE_NAME,
+            db,
+            &deps,
+            keys,
+        ))
+    };
+    latchkey_shared::grpc::run_service(
         SERVICE_NAME,
         MIGRATIONS,
-        url,
+        &cfg.database_url,
         &deps,
         listener,
         shutdown,
+        routes,
     )
     .await
 }

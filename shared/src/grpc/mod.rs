@@ -1,5 +1,7 @@
 //! gRPC plumbing shared by every service and the gateway.
 
+/// What services ask of auth.
+pub mod auth;
 /// Who may call a service: the internal token or a project's secret server key.
 pub mod caller;
 /// Channels to other components.

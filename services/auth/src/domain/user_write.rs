@@ -1,7 +1,6 @@
 //! The writable user fields (20 §1.1) as one typed change, parsed from a request body with the
 //! field set of the caller: client update (CU), server create (SC) or server update (SU).
 
-use base64::Engine;
 use latchkey_shared::email;
 use serde_json::{Map, Value};
 
@@ -97,41 +96,14 @@ pub fn password_len(p: &str) -> usize {
     p.encode_utf16().count()
 }
 
-fn is_base64_image(v: &str) -> bool {
-    let data = match v.strip_prefix("data:image/") {
-        Some(rest) => {
-            let Some((kind, data)) = rest.split_once(";base64,") else {
-                return false;
-            };
-            if !["png", "jpg", "jpeg", "gif", "bmp", "webp"].contains(&kind) {
-                return false;
-            }
-            data
-        }
-        None => v,
-    };
-    !data.is_empty()
-        && base64::engine::general_purpose::STANDARD
-            .decode(data.trim())
-            .is_ok()
-}
-
 fn profile_image(v: Option<String>, mode: Mode) -> Result<Option<String>> {
     let Some(v) = v else { return Ok(None) };
-    if v.is_empty() || v.chars().count() > 1_000_000 {
-        return Err(schema(
+    match latchkey_shared::images::check(&v, mode == Mode::ClientUpdate) {
+        Ok(()) => Ok(Some(v)),
+        Err(latchkey_shared::images::ImageError::Size) => Err(schema(
             "profile_image_url must be non-empty and at most 1,000,000 characters",
-        ));
-    }
-    let is_url = url::Url::parse(&v).is_ok_and(|u| matches!(u.scheme(), "http" | "https"))
-        && !v.contains(' ');
-    if is_url && mode == Mode::ClientUpdate {
-        return Err(Error::InvalidProfileImageUrl);
-    }
-    if is_url || is_base64_image(&v) {
-        Ok(Some(v))
-    } else {
-        Err(Error::InvalidProfileImageUrl)
+        )),
+        Err(latchkey_shared::images::ImageError::Invalid) => Err(Error::InvalidProfileImageUrl),
     }
 }
 

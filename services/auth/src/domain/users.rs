@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use latchkey_proto::contacts::v1 as contacts;
+use latchkey_proto::teams::v1 as teams;
 use latchkey_shared::error::ErrorCode;
 use latchkey_shared::events::Event;
 use latchkey_shared::grpc::Context;
@@ -104,11 +105,14 @@ pub async fn get(app: &App, ctx: &Context, id: Uuid) -> Result<Value> {
         .await?
         .ok_or_else(|| not_found(id))?;
     let channels = channels_of(app, ctx, &[id]).await?;
-    Ok(view(
+    let mut user = [view(
         &row,
         channels.get(&id).map_or(&[][..], Vec::as_slice),
         &settings,
-    ))
+    )];
+    with_selected_teams(app, ctx, &mut user).await?;
+    let [user] = user;
+    Ok(user)
 }
 
 /// A fresh user row with defaults.
@@ -136,7 +140,13 @@ pub fn new_row(project: Uuid, id: Uuid, now: i64) -> UserRow {
 }
 
 /// Applies the fields auth stores itself; returns whether the password changed.
-async fn apply(app: &App, row: &mut UserRow, w: &UserWrite, settings: &Settings) -> Result<bool> {
+async fn apply(
+    app: &App,
+    ctx: &Context,
+    row: &mut UserRow,
+    w: &UserWrite,
+    settings: &Settings,
+) -> Result<bool> {
     if let Some(v) = &w.display_name {
         row.display_name = v.clone();
     }
@@ -165,14 +175,15 @@ async fn apply(app: &App, row: &mut UserRow, w: &UserWrite, settings: &Settings)
     }
     if let Some(team) = &w.selected_team_id {
         if let Some(team) = team {
-            // Teams arrive with the teams issue; until then nobody is a member of any team.
-            return Err(coded(
-                ErrorCode::TeamMembershipNotFound,
-                "The user is not a member of this team.",
-            )
-            .with_details(json!({ "team_id": team, "user_id": row.id })));
+            let request = teams::MemberRef {
+                team_id: team.to_string(),
+                user_id: row.id.to_string(),
+            };
+            app.teams()
+                .check_member(app.to_contacts(ctx, request))
+                .await?;
         }
-        row.selected_team_id = None;
+        row.selected_team_id = *team;
     }
     if let Some(flag) = w.restricted_by_admin {
         row.restricted_by_admin = flag;
@@ -260,7 +271,7 @@ pub async fn create(app: &App, ctx: &Context, body: &Value) -> Result<Value> {
     let now = app.now();
     let id = Uuid::now_v7();
     let mut row = new_row(ctx.project_id, id, now);
-    apply(app, &mut row, &w, &settings).await?;
+    apply(app, ctx, &mut row, &w, &settings).await?;
     let channel_id = Uuid::now_v7();
     if let Some(email) = &email {
         let request = contacts::CreateChannelRequest {
@@ -343,7 +354,7 @@ pub async fn update(app: &App, ctx: &Context, id: Uuid, body: &Value, mode: Mode
     {
         return Err(Error::BadRequest("a password needs a primary_email".into()));
     }
-    let password_changed = apply(app, &mut row, &w, &settings).await?;
+    let password_changed = apply(app, ctx, &mut row, &w, &settings).await?;
 
     // The e-mail part lives in contacts and is applied first: it is the part that can conflict.
     let email_change = w.primary_email.is_some()
@@ -371,7 +382,9 @@ pub async fn update(app: &App, ctx: &Context, id: Uuid, body: &Value, mode: Mode
             .into_inner()
             .items;
     }
-    let user = view(&row, &channels, &settings);
+    let mut user = [view(&row, &channels, &settings)];
+    with_selected_teams(app, ctx, &mut user).await?;
+    let [user] = user;
     let event = Event::new("user.updated", ctx.project_id, app.now(), user.clone());
     let revoke = if password_changed {
         Revoke::All
@@ -385,21 +398,74 @@ pub async fn update(app: &App, ctx: &Context, id: Uuid, body: &Value, mode: Mode
     }
 }
 
-/// `DELETE /users/{id}` and `/users/me` (20 §2.2.5). Contacts removes the user's channels when
-/// it consumes `user.deleted`; gateways stop accepting the user's tokens on the same event.
+/// `DELETE /users/{id}` and `/users/me` (20 §2.2.5): one `team_membership.deleted` per team and
+/// `user.deleted`, enqueued with the deletion. Teams and contacts drop their rows when they
+/// consume `user.deleted`; gateways stop accepting the user's tokens on the same event.
 pub async fn delete(app: &App, ctx: &Context, id: Uuid) -> Result<()> {
-    // Teams arrive with the teams issue; until then a user belongs to none.
-    let event = Event::new(
+    if app.accounts.user(ctx.project_id, id).await?.is_none() {
+        return Err(not_found(id));
+    }
+    let request = teams::UserRef {
+        user_id: id.to_string(),
+    };
+    let team_ids = app
+        .teams()
+        .teams_of_user(app.to_contacts(ctx, request))
+        .await?
+        .into_inner()
+        .team_ids;
+    let now = app.now();
+    let mut events: Vec<Event> = team_ids
+        .iter()
+        .map(|t| {
+            Event::new(
+                "team_membership.deleted",
+                ctx.project_id,
+                now,
+                json!({ "team_id": t, "user_id": id }),
+            )
+        })
+        .collect();
+    let teams: Vec<Value> = team_ids.iter().map(|t| json!({ "id": t })).collect();
+    events.push(Event::new(
         "user.deleted",
         ctx.project_id,
-        app.now(),
-        json!({ "id": id, "teams": [] }),
-    );
-    match app.accounts.delete_user(ctx.project_id, id, &[event]).await {
+        now,
+        json!({ "id": id, "teams": teams }),
+    ));
+    match app.accounts.delete_user(ctx.project_id, id, &events).await {
         Ok(()) => Ok(()),
         Err(StoreError::NotFound) => Err(not_found(id)),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Fills `selected_team` (server shape) for users that selected one, with one teams call.
+pub async fn with_selected_teams(app: &App, ctx: &Context, users: &mut [Value]) -> Result<()> {
+    if users.iter().all(|u| u["selected_team_id"].is_null()) {
+        return Ok(());
+    }
+    let request = teams::ListTeamsRequest { user_id: None };
+    let all = app
+        .teams()
+        .list_teams(app.to_contacts(ctx, request))
+        .await?
+        .into_inner()
+        .items_json;
+    let by_id: HashMap<String, Value> = all
+        .iter()
+        .filter_map(|j| serde_json::from_str::<Value>(j).ok())
+        .filter_map(|t| t["id"].as_str().map(|id| (id.to_owned(), t.clone())))
+        .collect();
+    for user in users.iter_mut() {
+        if let Some(team) = user["selected_team_id"]
+            .as_str()
+            .and_then(|id| by_id.get(id))
+        {
+            user["selected_team"] = team.clone();
+        }
+    }
+    Ok(())
 }
 
 /// Query of `GET /users` (20 §2.1).
@@ -420,9 +486,17 @@ pub async fn list(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>
     if q.desc {
         rows.reverse();
     }
-    if q.team_id.is_some() {
-        // Teams arrive with the teams issue; until then no user is a member of any team.
-        rows.clear();
+    if let Some(team) = q.team_id {
+        let request = teams::TeamRef {
+            team_id: team.to_string(),
+        };
+        let members = app
+            .teams()
+            .members_of_team(app.to_contacts(ctx, request))
+            .await?
+            .into_inner()
+            .user_ids;
+        rows.retain(|r| members.contains(&r.id.to_string()));
     }
     if let Some(text) = q.query.as_deref().filter(|t| !t.is_empty()) {
         let needle = text.to_lowercase();
@@ -483,5 +557,6 @@ pub async fn list(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>
         }
         _ => None,
     };
+    with_selected_teams(app, ctx, &mut users).await?;
     Ok((users, next))
 }

@@ -261,6 +261,19 @@ impl pb::projects_server::Projects for Projects {
         Ok(Response::new(context))
     }
 
+    async fn get_internal_settings(
+        &self,
+        request: Request<pb::Empty>,
+    ) -> Result<Response<pb::Settings>, Status> {
+        operator_only(&request)?;
+        let ctx = Context::read(request.metadata())?;
+        let (project, settings) = projects::get(&*self.store, ctx.project_id).await?;
+        let json = settings
+            .admin_view(project.id, &project.display_name)
+            .to_string();
+        Ok(Response::new(pb::Settings { json }))
+    }
+
     async fn list_projects(
         &self,
         request: Request<pb::Empty>,

@@ -210,6 +210,24 @@ impl Accounts {
         Ok(())
     }
 
+    /// Clears a selected team that no longer holds the user (all its users when `user` is None).
+    pub async fn clear_selected_team(
+        &self,
+        project: Uuid,
+        team: Uuid,
+        user: Option<Uuid>,
+    ) -> Result<u64, StoreError> {
+        let done = match user {
+            Some(user) => with_pool!(&self.db, pool => sqlx::query(
+                "UPDATE users SET selected_team_id = NULL WHERE project_id = $1 AND selected_team_id = $2 AND id = $3")
+                .bind(project).bind(team).bind(user).execute(pool).await?.rows_affected()),
+            None => with_pool!(&self.db, pool => sqlx::query(
+                "UPDATE users SET selected_team_id = NULL WHERE project_id = $1 AND selected_team_id = $2")
+                .bind(project).bind(team).execute(pool).await?.rows_affected()),
+        };
+        Ok(done)
+    }
+
     /// Opens a session and marks the user active.
     pub async fn insert_session(&self, s: &NewSession) -> Result<(), StoreError> {
         with_pool!(&self.db, pool => {

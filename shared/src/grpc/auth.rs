@@ -1,13 +1,11 @@
-//! What contacts asks of auth: whether a user exists, and the mail context of a project.
+//! What services ask of auth: whether a user exists, a project's mail context and settings.
 
+use crate::error::{CodedError, ErrorCode};
+use crate::grpc::{AuthClient, Context, PresentCaller};
 use latchkey_proto::auth::v1 as pb;
-use latchkey_shared::error::{CodedError, ErrorCode};
-use latchkey_shared::grpc::{AuthClient, Context, PresentCaller};
 use serde_json::json;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
-
-use crate::error::{Error, Result};
 
 type UsersClient = pb::users_client::UsersClient<InterceptedService<Channel, PresentCaller>>;
 
@@ -19,7 +17,7 @@ pub struct Auth {
 
 impl Auth {
     pub fn connect(addr: &str, caller: PresentCaller) -> anyhow::Result<Self> {
-        let channel = latchkey_shared::grpc::lazy_channel(addr)?;
+        let channel = crate::grpc::lazy_channel(addr)?;
         Ok(Self {
             projects: pb::projects_client::ProjectsClient::with_interceptor(
                 channel.clone(),
@@ -30,13 +28,29 @@ impl Auth {
     }
 
     fn request<T>(ctx: &Context, message: T) -> tonic::Request<T> {
+        // Components call each other with server access on the caller's project.
         let mut inner = ctx.clone();
-        inner.access_type = latchkey_shared::headers::AccessType::Server;
+        inner.access_type = crate::headers::AccessType::Server;
         inner.request(message)
     }
 
+    /// Whether auth knows the user.
+    pub async fn user_exists(&self, ctx: &Context, user_id: &str) -> Result<bool, tonic::Status> {
+        let request = Self::request(
+            ctx,
+            pb::UserRef {
+                user_id: user_id.to_owned(),
+            },
+        );
+        match self.users.clone().user_exists(request).await {
+            Ok(_) => Ok(true),
+            Err(s) if CodedError::from_status(&s).code == ErrorCode::UserNotFound => Ok(false),
+            Err(s) => Err(s),
+        }
+    }
+
     /// `USER_ID_DOES_NOT_EXIST` unless auth knows the user.
-    pub async fn ensure_user(&self, ctx: &Context, user_id: &str) -> Result<()> {
+    pub async fn ensure_user(&self, ctx: &Context, user_id: &str) -> Result<(), tonic::Status> {
         let request = Self::request(
             ctx,
             pb::UserRef {
@@ -54,13 +68,17 @@ impl Auth {
                     "No user with this id exists.",
                 )
                 .with_details(json!({ "user_id": user_id }));
-                Err(Error::Upstream(coded.into_status()))
+                Err(coded.into_status())
             }
-            Err(s) => Err(s.into()),
+            Err(s) => Err(s),
         }
     }
 
-    pub async fn mail_context(&self, ctx: &Context, callback_url: &str) -> Result<pb::MailContext> {
+    pub async fn mail_context(
+        &self,
+        ctx: &Context,
+        callback_url: &str,
+    ) -> Result<pb::MailContext, tonic::Status> {
         let request = Self::request(
             ctx,
             pb::MailContextRequest {
@@ -73,5 +91,18 @@ impl Auth {
             .get_mail_context(request)
             .await?
             .into_inner())
+    }
+
+    /// The project's settings document (secrets omitted).
+    pub async fn settings(&self, ctx: &Context) -> Result<serde_json::Value, tonic::Status> {
+        let request = Self::request(ctx, pb::Empty {});
+        let settings = self
+            .projects
+            .clone()
+            .get_internal_settings(request)
+            .await?
+            .into_inner();
+        serde_json::from_str(&settings.json)
+            .map_err(|_| tonic::Status::internal("bad settings document"))
     }
 }

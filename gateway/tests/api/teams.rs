@@ -1,0 +1,537 @@
+//! Teams, memberships and team permissions (30 §1–2, 50 §2) through the gateway.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::{assert_error, both_modes, email, parts, TestApp};
+
+const PASSWORD: &str = "blue-harbor-lantern-42";
+
+async fn ok(res: reqwest::Response, status: u16) -> Value {
+    let (got, body, _) = parts(res).await;
+    assert_eq!(got, status, "{body}");
+    body
+}
+
+fn ids(list: &Value, key: &str) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i[key].as_str().map(str::to_owned))
+        .collect()
+}
+
+both_modes!(teams_and_permissions, |app: &TestApp| async move {
+    let admin = app.sign_up(&email("admin"), PASSWORD).await;
+    let member = app.sign_up(&email("member"), PASSWORD).await;
+
+    // Clients may not create teams until the project allows it.
+    let create = |token: &str, body: Value| {
+        app.client(Method::POST, "/api/v1/teams", Some(token))
+            .json(&body)
+            .send()
+    };
+    let res = create(&admin.access, json!({"display_name": "Ops"}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_error(res, 403, "CLIENT_TEAM_CREATION_DISABLED").await;
+    app.settings(json!({"client_team_creation_enabled": true}))
+        .await;
+    let res = create(
+        &admin.access,
+        json!({"display_name": "Ops", "server_metadata": {}}),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_error(res, 400, "SCHEMA_ERROR").await;
+    let res = create(
+        &admin.access,
+        json!({"display_name": "Ops", "creator_user_id": member.user_id}),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_error(res, 403, "CLIENT_ACCESS_OWN_USER_ONLY").await;
+    let team = ok(
+        create(
+            &admin.access,
+            json!({"display_name": "Ops", "client_metadata": {"a": 1}}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}")),
+        201,
+    )
+    .await;
+    assert!(team.get("server_metadata").is_none() && team.get("created_at_millis").is_none());
+    let team_id = team["id"].as_str().unwrap_or_default().to_owned();
+
+    // The creator holds team_admin; listing needs the caller's own user id.
+    let mine = ok(
+        app.client(Method::GET, "/api/v1/teams?user_id=me", Some(&admin.access))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        200,
+    )
+    .await;
+    assert_eq!(ids(&mine, "id"), std::slice::from_ref(&team_id));
+    let res = app
+        .client(Method::GET, "/api/v1/teams", Some(&admin.access))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_error(res, 403, "CLIENT_ACCESS_OWN_USER_ONLY").await;
+    let perms = ok(
+        app.client(
+            Method::GET,
+            &format!("/api/v1/team-permissions?user_id=me&team_id={team_id}&recursive=true"),
+            Some(&admin.access),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}")),
+        200,
+    )
+    .await;
+    let held = ids(&perms, "id");
+    for p in [
+        "team_admin",
+        "$update_team",
+        "$delete_team",
+        "$remove_members",
+        "$manage_api_keys",
+    ] {
+        assert!(held.contains(&p.to_owned()), "{p} not in {held:?}");
+    }
+
+    // Memberships (server): defaults granted, duplicates and unknowns refused.
+    let add = |user: &str| {
+        app.as_(
+            "server",
+            Method::POST,
+            &format!("/api/v1/team-memberships/{team_id}/{user}"),
+        )
+        .json(&json!({}))
+        .send()
+    };
+    let body = ok(
+        add(&member.user_id).await.unwrap_or_else(|e| panic!("{e}")),
+        201,
+    )
+    .await;
+    assert_eq!(body, json!({"team_id": team_id, "user_id": member.user_id}));
+    assert_error(
+        add(&member.user_id).await.unwrap_or_else(|e| panic!("{e}")),
+        409,
+        "TEAM_MEMBERSHIP_ALREADY_EXISTS",
+    )
+    .await;
+    assert_error(
+        add("0a0b0c0d-0000-4000-8000-000000000000")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        404,
+        "USER_NOT_FOUND",
+    )
+    .await;
+    let res = app
+        .as_(
+            "server",
+            Method::POST,
+            &format!(
+                "/api/v1/team-memberships/0a0b0c0d-0000-4000-8000-000000000000/{}",
+                member.user_id
+            ),
+        )
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_error(res, 404, "TEAM_NOT_FOUND").await;
+    let res = app
+        .client(
+            Method::POST,
+            &format!("/api/v1/team-memberships/{team_id}/me"),
+            Some(&member.access),
+        )
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_error(res, 401, "INSUFFICIENT_ACCESS_TYPE").await;
+    let direct = ok(
+        app.as_(
+            "server",
+            Method::GET,
+            &format!(
+                "/api/v1/team-permissions?team_id={team_id}&user_id={}",
+                member.user_id
+            ),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}")),
+        200,
+    )
+    .await;
+    assert_eq!(ids(&direct, "id"), ["team_member"]);
+
+    // Permission checks for clients: member, then permission.
+    let patch = |token: &str| {
+        app.client(
+            Method::PATCH,
+            &format!("/api/v1/teams/{team_id}"),
+            Some(token),
+        )
+        .json(&json!({"display_name": "Ops 2"}))
+        .send()
+    };
+    let res = patch(&member.access)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let body = assert_error(res, 403, "TEAM_PERMISSION_REQUIRED").await;
+    assert_eq!(
+        body["details"],
+        json!({"team_id": team_id, "user_id": member.user_id, "permission_id": "$update_team"})
+    );
+    assert_eq!(
+        ok(
+            patch(&admin.access).await.unwrap_or_else(|e| panic!("{e}")),
+            200
+        )
+        .await["display_name"],
+        "Ops 2"
+    );
+    let outsider = app.sign_up(&email("outsider"), PASSWORD).await;
+    let res = app
+        .client(
+            Method::GET,
+            &format!("/api/v1/teams/{team_id}"),
+            Some(&outsider.access),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_error(res, 404, "TEAM_MEMBERSHIP_NOT_FOUND").await;
+    let res = app
+        .as_(
+            "server",
+            Method::GET,
+            "/api/v1/teams/0a0b0c0d-0000-4000-8000-000000000000",
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_error(res, 404, "TEAM_NOT_FOUND").await;
+
+    // Grants: direct ones can be revoked, contained ones cannot; ids are checked.
+    let grant = |m: Method, perm: &str| {
+        app.as_(
+            "server",
+            m,
+            &format!(
+                "/api/v1/team-permissions/{team_id}/{}/{perm}",
+                member.user_id
+            ),
+        )
+        .json(&json!({}))
+        .send()
+    };
+    let body = ok(
+        grant(Method::POST, "$update_team")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        201,
+    )
+    .await;
+    assert_eq!(
+        body,
+        json!({"id": "$update_team", "user_id": member.user_id, "team_id": team_id})
+    );
+    ok(
+        patch(&member.access)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        200,
+    )
+    .await;
+    ok(
+        grant(Method::DELETE, "$update_team")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        200,
+    )
+    .await;
+    assert_error(
+        grant(Method::DELETE, "$read_members")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        404,
+        "TEAM_PERMISSION_NOT_FOUND",
+    )
+    .await;
+    assert_error(
+        grant(Method::POST, "custom_thing")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        404,
+        "PERMISSION_NOT_FOUND",
+    )
+    .await;
+    assert_error(
+        grant(Method::POST, "$bogus")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        400,
+        "SCHEMA_ERROR",
+    )
+    .await;
+    let res = app
+        .as_(
+            "server",
+            Method::POST,
+            &format!(
+                "/api/v1/team-permissions/{team_id}/{}/team_member",
+                outsider.user_id
+            ),
+        )
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_error(res, 404, "TEAM_MEMBERSHIP_NOT_FOUND").await;
+
+    // Members are listed for servers through /users?team_id.
+    let users = ok(
+        app.as_(
+            "server",
+            Method::GET,
+            &format!("/api/v1/users?team_id={team_id}"),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}")),
+        200,
+    )
+    .await;
+    let mut got = ids(&users, "id");
+    got.sort();
+    let mut want = vec![admin.user_id.clone(), member.user_id.clone()];
+    want.sort();
+    assert_eq!(got, want);
+
+    // Removing others needs $remove_members; leaving needs nothing.
+    let remove = |token: &str, user: &str| {
+        app.client(
+            Method::DELETE,
+            &format!("/api/v1/team-memberships/{team_id}/{user}"),
+            Some(token),
+        )
+        .send()
+    };
+    assert_error(
+        remove(&member.access, &admin.user_id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        403,
+        "TEAM_PERMISSION_REQUIRED",
+    )
+    .await;
+    ok(
+        remove(&member.access, "me")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        200,
+    )
+    .await;
+    assert_error(
+        remove(&member.access, "me")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        404,
+        "TEAM_MEMBERSHIP_NOT_FOUND",
+    )
+    .await;
+
+    // Deleting needs $delete_team; afterwards the team is gone.
+    ok(
+        app.client(
+            Method::DELETE,
+            &format!("/api/v1/teams/{team_id}"),
+            Some(&admin.access),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}")),
+        200,
+    )
+    .await;
+    let res = app
+        .as_("server", Method::GET, &format!("/api/v1/teams/{team_id}"))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_error(res, 404, "TEAM_NOT_FOUND").await;
+});
+
+both_modes!(
+    selected_teams_and_server_creation,
+    |app: &TestApp| async move {
+        let user = app.sign_up(&email("sel"), PASSWORD).await;
+        let team = ok(app.as_("server", Method::POST, "/api/v1/teams")
+        .json(&json!({"display_name": "Sales", "creator_user_id": user.user_id, "server_metadata": {"tier": 1}}))
+        .send().await.unwrap_or_else(|e| panic!("{e}")), 201).await;
+        assert_eq!(team["server_metadata"], json!({"tier": 1}));
+        let team_id = team["id"].as_str().unwrap_or_default().to_owned();
+        let res = app
+            .as_(
+                "server",
+                Method::POST,
+                "/api/v1/teams?add_current_user=true",
+            )
+            .json(&json!({"display_name": "X"}))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_error(res, 401, "USER_AUTHENTICATION_REQUIRED").await;
+        let res = app
+            .as_(
+                "server",
+                Method::POST,
+                "/api/v1/teams?add_current_user=true",
+            )
+            .header("x-service-access-token", &user.access)
+            .json(&json!({"display_name": "X", "creator_user_id": "me"}))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_error(res, 400, "BAD_REQUEST").await;
+        let res = app.as_("server", Method::POST, "/api/v1/teams").json(&json!({"display_name": "X", "creator_user_id": "0a0b0c0d-0000-4000-8000-000000000000"})).send().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_error(res, 404, "USER_NOT_FOUND").await;
+
+        // Selecting a team the user belongs to shows it, in the client's team shape.
+        let me = ok(
+            app.client(Method::PATCH, "/api/v1/users/me", Some(&user.access))
+                .json(&json!({"selected_team_id": team_id}))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+            200,
+        )
+        .await;
+        assert_eq!(me["selected_team"]["display_name"], "Sales");
+        assert!(me["selected_team"].get("server_metadata").is_none());
+        let server_view = ok(
+            app.as_(
+                "server",
+                Method::GET,
+                &format!("/api/v1/users/{}", user.user_id),
+            )
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+            200,
+        )
+        .await;
+        assert_eq!(
+            server_view["selected_team"]["server_metadata"],
+            json!({"tier": 1})
+        );
+
+        // Leaving the team clears the selection (auth follows team_membership.deleted).
+        ok(
+            app.client(
+                Method::DELETE,
+                &format!("/api/v1/team-memberships/{team_id}/me"),
+                Some(&user.access),
+            )
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+            200,
+        )
+        .await;
+        let mut selected = Value::Null;
+        for _ in 0..100 {
+            let me = ok(
+                app.client(Method::GET, "/api/v1/users/me", Some(&user.access))
+                    .send()
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}")),
+                200,
+            )
+            .await;
+            selected = me["selected_team_id"].clone();
+            if selected.is_null() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(selected, Value::Null);
+
+        // Deleting a user drops their memberships and announces them.
+        ok(
+            app.as_(
+                "server",
+                Method::POST,
+                &format!("/api/v1/team-memberships/{team_id}/{}", user.user_id),
+            )
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+            201,
+        )
+        .await;
+        ok(
+            app.as_(
+                "server",
+                Method::DELETE,
+                &format!("/api/v1/users/{}", user.user_id),
+            )
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+            200,
+        )
+        .await;
+        let events = app.auth_outbox().await;
+        let tail: Vec<&str> = events.iter().rev().take(2).map(String::as_str).collect();
+        assert_eq!(tail, ["user.deleted", "team_membership.deleted"]);
+        let mut members = usize::MAX;
+        for _ in 0..100 {
+            let users = ok(
+                app.as_(
+                    "server",
+                    Method::GET,
+                    &format!("/api/v1/users?team_id={team_id}&include_restricted=true"),
+                )
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+                200,
+            )
+            .await;
+            let perms = ok(
+                app.as_(
+                    "server",
+                    Method::GET,
+                    &format!("/api/v1/team-permissions?team_id={team_id}"),
+                )
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+                200,
+            )
+            .await;
+            members = ids(&users, "id").len() + ids(&perms, "id").len();
+            if members == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(members, 0);
+    }
+);

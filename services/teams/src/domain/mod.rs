@@ -1,0 +1,4 @@
+//! Rules of the teams service.
+
+pub mod permissions;
+pub mod teams;

@@ -1,0 +1,216 @@
+//! The `Teams` gRPC API: requests become domain calls, results become proto messages.
+
+use std::sync::Arc;
+
+use latchkey_proto::teams::v1 as pb;
+use latchkey_shared::grpc::Context;
+use serde_json::Value;
+use tonic::{Request, Response, Status};
+use uuid::Uuid;
+
+use crate::domain::teams::Teams;
+use crate::error::Error;
+
+pub struct Service(pub Arc<Teams>);
+
+fn uuid(text: &str, what: &str) -> Result<Uuid, Error> {
+    Uuid::parse_str(text).map_err(|_| Error::Invalid(format!("{what} is not a UUID")))
+}
+
+fn optional(text: Option<&str>, what: &str) -> Result<Option<Uuid>, Error> {
+    text.map(|t| uuid(t, what)).transpose()
+}
+
+fn body(text: &str) -> Result<Value, Error> {
+    serde_json::from_str(text).map_err(|e| Error::Invalid(e.to_string()))
+}
+
+fn list(items: Vec<Value>) -> Response<pb::JsonList> {
+    Response::new(pb::JsonList {
+        items_json: items.iter().map(Value::to_string).collect(),
+    })
+}
+
+fn team(json: Value) -> Response<pb::TeamJson> {
+    Response::new(pb::TeamJson {
+        json: json.to_string(),
+    })
+}
+
+fn empty() -> Response<pb::Empty> {
+    Response::new(pb::Empty {})
+}
+
+#[tonic::async_trait]
+impl pb::teams_server::Teams for Service {
+    async fn list_teams(
+        &self,
+        request: Request<pb::ListTeamsRequest>,
+    ) -> Result<Response<pb::JsonList>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let user = optional(request.get_ref().user_id.as_deref(), "user_id")?;
+        Ok(list(self.0.list(&ctx, user).await?))
+    }
+
+    #[tracing::instrument(name = "teams.create", skip_all)]
+    async fn create_team(
+        &self,
+        request: Request<pb::CreateTeamRequest>,
+    ) -> Result<Response<pb::TeamJson>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        let creator = optional(req.creator_user_id.as_deref(), "creator_user_id")?;
+        Ok(team(
+            self.0.create(&ctx, &body(&req.body_json)?, creator).await?,
+        ))
+    }
+
+    async fn get_team(
+        &self,
+        request: Request<pb::TeamRef>,
+    ) -> Result<Response<pb::TeamJson>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let id = uuid(&request.get_ref().team_id, "team_id")?;
+        Ok(team(self.0.get(&ctx, id).await?))
+    }
+
+    #[tracing::instrument(name = "teams.update", skip_all)]
+    async fn update_team(
+        &self,
+        request: Request<pb::UpdateTeamRequest>,
+    ) -> Result<Response<pb::TeamJson>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        let id = uuid(&req.team_id, "team_id")?;
+        Ok(team(self.0.update(&ctx, id, &body(&req.body_json)?).await?))
+    }
+
+    #[tracing::instrument(name = "teams.delete", skip_all)]
+    async fn delete_team(
+        &self,
+        request: Request<pb::TeamRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let id = uuid(&request.get_ref().team_id, "team_id")?;
+        self.0.delete(&ctx, id).await?;
+        Ok(empty())
+    }
+
+    async fn add_member(
+        &self,
+        request: Request<pb::MemberRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let (team, user) = member(request.get_ref())?;
+        self.0.add_member(&ctx, team, user).await?;
+        Ok(empty())
+    }
+
+    async fn remove_member(
+        &self,
+        request: Request<pb::MemberRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let (team, user) = member(request.get_ref())?;
+        self.0.remove_member(&ctx, team, user).await?;
+        Ok(empty())
+    }
+
+    async fn check_member(
+        &self,
+        request: Request<pb::MemberRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let (team, user) = member(request.get_ref())?;
+        self.0.check_member(&ctx, team, user).await?;
+        Ok(empty())
+    }
+
+    async fn teams_of_user(
+        &self,
+        request: Request<pb::UserRef>,
+    ) -> Result<Response<pb::TeamIds>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let user = uuid(&request.get_ref().user_id, "user_id")?;
+        let teams = self
+            .0
+            .store
+            .teams(ctx.project_id, Some(user))
+            .await
+            .map_err(Error::from)?;
+        Ok(Response::new(pb::TeamIds {
+            team_ids: teams.iter().map(|t| t.id.to_string()).collect(),
+        }))
+    }
+
+    async fn members_of_team(
+        &self,
+        request: Request<pb::TeamRef>,
+    ) -> Result<Response<pb::UserIds>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let team = uuid(&request.get_ref().team_id, "team_id")?;
+        self.0.get(&ctx, team).await?;
+        let users = self
+            .0
+            .store
+            .members(ctx.project_id, team)
+            .await
+            .map_err(Error::from)?;
+        Ok(Response::new(pb::UserIds {
+            user_ids: users.iter().map(Uuid::to_string).collect(),
+        }))
+    }
+
+    async fn list_team_permissions(
+        &self,
+        request: Request<pb::ListTeamPermissionsRequest>,
+    ) -> Result<Response<pb::JsonList>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        let team = optional(req.team_id.as_deref(), "team_id")?;
+        let user = optional(req.user_id.as_deref(), "user_id")?;
+        Ok(list(
+            self.0
+                .list_permissions(
+                    &ctx,
+                    team,
+                    user,
+                    req.permission_id.as_deref(),
+                    req.recursive,
+                )
+                .await?,
+        ))
+    }
+
+    async fn grant_team_permission(
+        &self,
+        request: Request<pb::PermissionRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let g = grant(request.into_inner())?;
+        self.0.grant(&ctx, g).await?;
+        Ok(empty())
+    }
+
+    async fn revoke_team_permission(
+        &self,
+        request: Request<pb::PermissionRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let g = grant(request.into_inner())?;
+        self.0.revoke(&ctx, g).await?;
+        Ok(empty())
+    }
+}
+
+fn member(m: &pb::MemberRef) -> Result<(Uuid, Uuid), Error> {
+    Ok((uuid(&m.team_id, "team_id")?, uuid(&m.user_id, "user_id")?))
+}
+
+fn grant(p: pb::PermissionRef) -> Result<(Uuid, Uuid, String), Error> {
+    Ok((
+        uuid(&p.team_id, "team_id")?,
+        uuid(&p.user_id, "user_id")?,
+        p.permission_id,
+    ))
+}

@@ -1,0 +1,296 @@
+//! The teams database. The statements are the same on both backends and run through
+//! `with_pool!`; every change enqueues its events in its own transaction.
+
+use latchkey_shared::db::{is_unique_violation, Database};
+use latchkey_shared::events::outbox::Enqueue;
+use latchkey_shared::events::Event;
+use latchkey_shared::with_pool;
+use uuid::Uuid;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("conflict")]
+    Conflict,
+    #[error(transparent)]
+    Db(sqlx::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        if is_unique_violation(&e) {
+            Self::Conflict
+        } else {
+            Self::Db(e)
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Team {
+    pub project_id: Uuid,
+    pub id: Uuid,
+    pub display_name: String,
+    pub profile_image_url: Option<String>,
+    pub client_metadata: String,
+    pub client_read_only_metadata: String,
+    pub server_metadata: String,
+    pub created_at_millis: i64,
+}
+
+const TEAM_COLUMNS: &str = "project_id, id, display_name, profile_image_url, client_metadata, \
+    client_read_only_metadata, server_metadata, created_at_millis";
+
+/// A direct grant (team, user, permission).
+pub type Grant = (Uuid, Uuid, String);
+
+#[derive(Debug, Clone)]
+pub struct Store {
+    db: Database,
+}
+
+impl Store {
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+
+    /// Creates a team, optionally with its creator and the creator's grants, and its events.
+    pub async fn insert_team(
+        &self,
+        t: &Team,
+        creator: Option<(Uuid, &[String])>,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
+        with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            let sql = format!("INSERT INTO teams ({TEAM_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
+            sqlx::query(&sql)
+                .bind(t.project_id).bind(t.id).bind(&t.display_name).bind(&t.profile_image_url)
+                .bind(&t.client_metadata).bind(&t.client_read_only_metadata).bind(&t.server_metadata)
+                .bind(t.created_at_millis)
+                .execute(&mut *tx).await?;
+            if let Some((user, grants)) = creator {
+                add_member!(&mut *tx, t.project_id, t.id, user, grants, t.created_at_millis);
+            }
+            for e in events {
+                (*tx).enqueue(e).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    pub async fn team(&self, project: Uuid, id: Uuid) -> Result<Option<Team>, StoreError> {
+        let sql = format!("SELECT {TEAM_COLUMNS} FROM teams WHERE project_id = $1 AND id = $2");
+        Ok(
+            with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await?),
+        )
+    }
+
+    /// Teams of the project, or of one user, oldest first.
+    pub async fn teams(
+        &self,
+        project: Uuid,
+        member: Option<Uuid>,
+    ) -> Result<Vec<Team>, StoreError> {
+        Ok(match member {
+            None => {
+                let sql = format!("SELECT {TEAM_COLUMNS} FROM teams WHERE project_id = $1 ORDER BY created_at_millis, id");
+                with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await?)
+            }
+            Some(user) => {
+                let columns = TEAM_COLUMNS
+                    .split(", ")
+                    .map(|c| format!("t.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let sql = format!(
+                    "SELECT {columns} FROM teams t JOIN memberships m ON m.project_id = t.project_id AND m.team_id = t.id \
+                     WHERE t.project_id = $1 AND m.user_id = $2 ORDER BY t.created_at_millis, t.id"
+                );
+                with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(user).fetch_all(pool).await?)
+            }
+        })
+    }
+
+    pub async fn update_team(&self, t: &Team, events: &[Event]) -> Result<(), StoreError> {
+        with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query("UPDATE teams SET display_name = $1, profile_image_url = $2, client_metadata = $3, \
+                         client_read_only_metadata = $4, server_metadata = $5 WHERE project_id = $6 AND id = $7")
+                .bind(&t.display_name).bind(&t.profile_image_url).bind(&t.client_metadata)
+                .bind(&t.client_read_only_metadata).bind(&t.server_metadata).bind(t.project_id).bind(t.id)
+                .execute(&mut *tx).await?;
+            for e in events {
+                (*tx).enqueue(e).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Deletes a team; memberships and grants go with it.
+    pub async fn delete_team(
+        &self,
+        project: Uuid,
+        id: Uuid,
+        events: &[Event],
+    ) -> Result<bool, StoreError> {
+        let done = with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            // SQLite applies ON DELETE CASCADE only with foreign keys on, which the pool sets;
+            // the explicit deletes keep the result independent of that setting.
+            sqlx::query("DELETE FROM team_permissions WHERE project_id = $1 AND team_id = $2").bind(project).bind(id).execute(&mut *tx).await?;
+            sqlx::query("DELETE FROM memberships WHERE project_id = $1 AND team_id = $2").bind(project).bind(id).execute(&mut *tx).await?;
+            let done = sqlx::query("DELETE FROM teams WHERE project_id = $1 AND id = $2").bind(project).bind(id).execute(&mut *tx).await?;
+            if done.rows_affected() > 0 {
+                for e in events {
+                    (*tx).enqueue(e).await?;
+                }
+            }
+            tx.commit().await?;
+            done.rows_affected() > 0
+        });
+        Ok(done)
+    }
+
+    /// Members of a team, oldest membership first.
+    pub async fn members(&self, project: Uuid, team: Uuid) -> Result<Vec<Uuid>, StoreError> {
+        let sql = "SELECT user_id FROM memberships WHERE project_id = $1 AND team_id = $2 ORDER BY created_at_millis, user_id";
+        Ok(
+            with_pool!(&self.db, pool => sqlx::query_scalar(sql).bind(project).bind(team).fetch_all(pool).await?),
+        )
+    }
+
+    pub async fn is_member(
+        &self,
+        project: Uuid,
+        team: Uuid,
+        user: Uuid,
+    ) -> Result<bool, StoreError> {
+        let sql = "SELECT COUNT(*) FROM memberships WHERE project_id = $1 AND team_id = $2 AND user_id = $3";
+        let n: i64 = with_pool!(&self.db, pool => sqlx::query_scalar(sql).bind(project).bind(team).bind(user).fetch_one(pool).await?);
+        Ok(n > 0)
+    }
+
+    /// Adds a member with `grants` and enqueues `events`; `Conflict` if already a member.
+    pub async fn add_member(
+        &self,
+        project: Uuid,
+        team: Uuid,
+        user: Uuid,
+        grants: &[String],
+        now: i64,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
+        with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            add_member!(&mut *tx, project, team, user, grants, now);
+            for e in events {
+                (*tx).enqueue(e).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Removes a membership and its grants; false when there was none.
+    pub async fn remove_member(
+        &self,
+        project: Uuid,
+        team: Uuid,
+        user: Uuid,
+        events: &[Event],
+    ) -> Result<bool, StoreError> {
+        Ok(with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query("DELETE FROM team_permissions WHERE project_id = $1 AND team_id = $2 AND user_id = $3")
+                .bind(project).bind(team).bind(user).execute(&mut *tx).await?;
+            let done = sqlx::query("DELETE FROM memberships WHERE project_id = $1 AND team_id = $2 AND user_id = $3")
+                .bind(project).bind(team).bind(user).execute(&mut *tx).await?;
+            if done.rows_affected() > 0 {
+                for e in events {
+                    (*tx).enqueue(e).await?;
+                }
+            }
+            tx.commit().await?;
+            done.rows_affected() > 0
+        }))
+    }
+
+    /// Removes every membership of a deleted user (its grants with them); no events.
+    pub async fn remove_user(&self, project: Uuid, user: Uuid) -> Result<u64, StoreError> {
+        Ok(with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query("DELETE FROM team_permissions WHERE project_id = $1 AND user_id = $2")
+                .bind(project).bind(user).execute(&mut *tx).await?;
+            let done = sqlx::query("DELETE FROM memberships WHERE project_id = $1 AND user_id = $2")
+                .bind(project).bind(user).execute(&mut *tx).await?;
+            tx.commit().await?;
+            done.rows_affected()
+        }))
+    }
+
+    /// Direct grants of the project, sorted by team, user, permission.
+    pub async fn grants(&self, project: Uuid) -> Result<Vec<Grant>, StoreError> {
+        let sql =
+            "SELECT team_id, user_id, permission_id FROM team_permissions WHERE project_id = $1 \
+                   ORDER BY team_id, user_id, permission_id";
+        Ok(with_pool!(&self.db, pool => sqlx::query_as(sql).bind(project).fetch_all(pool).await?))
+    }
+
+    /// Grants a permission (idempotent) and enqueues `events`.
+    pub async fn grant(
+        &self,
+        project: Uuid,
+        g: &Grant,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
+        with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query("INSERT INTO team_permissions (project_id, team_id, user_id, permission_id) \
+                         VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
+                .bind(project).bind(g.0).bind(g.1).bind(&g.2).execute(&mut *tx).await?;
+            for e in events {
+                (*tx).enqueue(e).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Revokes a direct grant; false when it was not held directly.
+    pub async fn revoke(
+        &self,
+        project: Uuid,
+        g: &Grant,
+        events: &[Event],
+    ) -> Result<bool, StoreError> {
+        Ok(with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            let done = sqlx::query("DELETE FROM team_permissions WHERE project_id = $1 AND team_id = $2 AND user_id = $3 AND permission_id = $4")
+                .bind(project).bind(g.0).bind(g.1).bind(&g.2).execute(&mut *tx).await?;
+            if done.rows_affected() > 0 {
+                for e in events {
+                    (*tx).enqueue(e).await?;
+                }
+            }
+            tx.commit().await?;
+            done.rows_affected() > 0
+        }))
+    }
+}
+
+macro_rules! add_member {
+    ($conn:expr, $project:expr, $team:expr, $user:expr, $grants:expr, $now:expr) => {{
+        sqlx::query("INSERT INTO memberships (project_id, team_id, user_id, created_at_millis) VALUES ($1, $2, $3, $4)")
+            .bind($project).bind($team).bind($user).bind($now)
+            .execute($conn).await?;
+        for permission in $grants {
+            sqlx::query("INSERT INTO team_permissions (project_id, team_id, user_id, permission_id) \
+                         VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
+                .bind($project).bind($team).bind($user).bind(permission)
+                .execute($conn).await?;
+        }
+    }};
+}
+use add_member;
