@@ -4,7 +4,8 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::routes::{
-    auth_password, auth_sessions, contact_channels, internal, projects, root, teams, users,
+    auth_password, auth_sessions, contact_channels, internal, projects, root, team_member_profiles,
+    teams, users,
 };
 
 #[derive(OpenApi)]
@@ -63,6 +64,9 @@ use crate::routes::{
         teams::list_permissions,
         teams::grant,
         teams::revoke,
+        team_member_profiles::list,
+        team_member_profiles::get,
+        team_member_profiles::update,
         document,
     )
 )]

@@ -7,6 +7,7 @@ pub mod health;
 pub mod internal;
 pub mod projects;
 pub mod root;
+pub mod team_member_profiles;
 pub mod teams;
 pub mod users;
 
@@ -113,6 +114,14 @@ fn team_routes() -> Router<AppState> {
             post(teams::add_member).delete(teams::remove_member),
         )
         .route("/api/v1/team-permissions", get(teams::list_permissions))
+        .route(
+            "/api/v1/team-member-profiles",
+            get(team_member_profiles::list),
+        )
+        .route(
+            "/api/v1/team-member-profiles/{team_id}/{user_id}",
+            get(team_member_profiles::get).patch(team_member_profiles::update),
+        )
         .route(
             "/api/v1/team-permissions/{team_id}/{user_id}/{permission_id}",
             post(teams::grant).delete(teams::revoke),

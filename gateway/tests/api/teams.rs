@@ -535,3 +535,213 @@ both_modes!(
         assert_eq!(members, 0);
     }
 );
+
+both_modes!(
+    member_profiles_and_personal_teams,
+    |app: &TestApp| async move {
+        app.settings(json!({"create_team_on_sign_up": true})).await;
+        let owner_address = email("owner");
+        let owner = app.sign_up(&owner_address, PASSWORD).await;
+        // Sign-up made a personal team named after the address and selected it.
+        let me = ok(
+            app.client(Method::GET, "/api/v1/users/me", Some(&owner.access))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+            200,
+        )
+        .await;
+        assert_eq!(
+            me["selected_team"]["display_name"],
+            format!("{owner_address}'s Team")
+        );
+        let team_id = me["selected_team_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let named = ok(
+            app.as_("server", Method::POST, "/api/v1/users")
+                .json(&json!({"display_name": "Zoe"}))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+            201,
+        )
+        .await;
+        assert_eq!(named["selected_team"]["display_name"], "Zoe's Team");
+
+        let member = app.sign_up(&email("member"), PASSWORD).await;
+        ok(
+            app.as_(
+                "server",
+                Method::POST,
+                &format!("/api/v1/team-memberships/{team_id}/{}", member.user_id),
+            )
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+            201,
+        )
+        .await;
+        let outsider = app.sign_up(&email("outsider"), PASSWORD).await;
+
+        // Clients: team_id required, members only, others' profiles need $read_members.
+        let list = |token: &str, query: &str| {
+            app.client(
+                Method::GET,
+                &format!("/api/v1/team-member-profiles?{query}"),
+                Some(token),
+            )
+            .send()
+        };
+        assert_error(
+            list(&member.access, "")
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+            400,
+            "BAD_REQUEST",
+        )
+        .await;
+        assert_error(
+            list(&outsider.access, &format!("team_id={team_id}"))
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+            404,
+            "TEAM_MEMBERSHIP_NOT_FOUND",
+        )
+        .await;
+        let profiles = ok(
+            list(&member.access, &format!("team_id={team_id}"))
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+            200,
+        )
+        .await;
+        assert_eq!(
+            ids(&profiles, "user_id"),
+            [owner.user_id.clone(), member.user_id.clone()]
+        );
+        assert!(profiles["items"][0].get("user").is_none());
+        // Without $read_members only the own profile is readable.
+        ok(
+            app.as_(
+                "server",
+                Method::DELETE,
+                &format!(
+                    "/api/v1/team-permissions/{team_id}/{}/team_member",
+                    member.user_id
+                ),
+            )
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+            200,
+        )
+        .await;
+        assert_error(
+            list(&member.access, &format!("team_id={team_id}"))
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+            403,
+            "TEAM_PERMISSION_REQUIRED",
+        )
+        .await;
+        ok(
+            list(&member.access, &format!("team_id={team_id}&user_id=me"))
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+            200,
+        )
+        .await;
+        let res = app
+            .client(
+                Method::GET,
+                &format!("/api/v1/team-member-profiles/{team_id}/{}", owner.user_id),
+                Some(&member.access),
+            )
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_error(res, 403, "TEAM_PERMISSION_REQUIRED").await;
+
+        // Own profile: set a team-specific name, which overrides the user's; others' are refused.
+        let path = format!("/api/v1/team-member-profiles/{team_id}/me");
+        let updated = ok(
+            app.client(Method::PATCH, &path, Some(&member.access))
+                .json(&json!({"display_name": "Mem in Ops"}))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+            200,
+        )
+        .await;
+        assert_eq!(updated["display_name"], "Mem in Ops");
+        let res = app
+            .client(
+                Method::PATCH,
+                &format!("/api/v1/team-member-profiles/{team_id}/{}", owner.user_id),
+                Some(&member.access),
+            )
+            .json(&json!({"display_name": "x"}))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_error(res, 403, "CLIENT_ACCESS_OWN_USER_ONLY").await;
+        let res = app
+            .client(Method::PATCH, &path, Some(&member.access))
+            .json(&json!({"display_name": null}))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_error(res, 400, "SCHEMA_ERROR").await;
+
+        // Servers see the full user and may filter by either id.
+        let server = ok(
+            app.as_(
+                "server",
+                Method::GET,
+                &format!("/api/v1/team-member-profiles?user_id={}", member.user_id),
+            )
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+            200,
+        )
+        .await;
+        let items = server["items"].as_array().cloned().unwrap_or_default();
+        assert_eq!(items.len(), 2, "personal team and the shared one: {server}");
+        let shared = items
+            .iter()
+            .find(|p| p["team_id"] == team_id.as_str())
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            (&shared["display_name"], &shared["user"]["id"]),
+            (&json!("Mem in Ops"), &json!(member.user_id))
+        );
+        let res = app
+            .as_(
+                "server",
+                Method::GET,
+                "/api/v1/team-member-profiles?team_id=0a0b0c0d-0000-4000-8000-000000000000",
+            )
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_error(res, 404, "TEAM_NOT_FOUND").await;
+        let res = app
+            .as_(
+                "server",
+                Method::GET,
+                &format!(
+                    "/api/v1/team-member-profiles/{team_id}/{}",
+                    outsider.user_id
+                ),
+            )
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_error(res, 404, "TEAM_MEMBERSHIP_NOT_FOUND").await;
+    }
+);

@@ -161,6 +161,42 @@ impl pb::teams_server::Teams for Service {
         }))
     }
 
+    async fn list_member_profiles(
+        &self,
+        request: Request<pb::ListProfilesRequest>,
+    ) -> Result<Response<pb::JsonList>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let team = optional(request.get_ref().team_id.as_deref(), "team_id")?;
+        let user = optional(request.get_ref().user_id.as_deref(), "user_id")?;
+        Ok(list(self.0.list_profiles(&ctx, team, user).await?))
+    }
+
+    async fn get_member_profile(
+        &self,
+        request: Request<pb::MemberRef>,
+    ) -> Result<Response<pb::TeamJson>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let (team, user) = member(request.get_ref())?;
+        Ok(self::team(self.0.get_profile(&ctx, team, user).await?))
+    }
+
+    async fn update_member_profile(
+        &self,
+        request: Request<pb::UpdateProfileRequest>,
+    ) -> Result<Response<pb::TeamJson>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        let (team, user) = (
+            uuid(&req.team_id, "team_id")?,
+            uuid(&req.user_id, "user_id")?,
+        );
+        Ok(self::team(
+            self.0
+                .update_profile(&ctx, team, user, &body(&req.body_json)?)
+                .await?,
+        ))
+    }
+
     async fn list_team_permissions(
         &self,
         request: Request<pb::ListTeamPermissionsRequest>,

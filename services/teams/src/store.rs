@@ -40,6 +40,16 @@ pub struct Team {
 const TEAM_COLUMNS: &str = "project_id, id, display_name, profile_image_url, client_metadata, \
     client_read_only_metadata, server_metadata, created_at_millis";
 
+/// A membership with its member profile.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Member {
+    pub team_id: Uuid,
+    pub user_id: Uuid,
+    pub display_name: Option<String>,
+    pub profile_image_url: Option<String>,
+    pub created_at_millis: i64,
+}
+
 /// A direct grant (team, user, permission).
 pub type Grant = (Uuid, Uuid, String);
 
@@ -151,6 +161,33 @@ impl Store {
             done.rows_affected() > 0
         });
         Ok(done)
+    }
+
+    /// Memberships with profiles, oldest first, optionally of one team and/or one user.
+    pub async fn profiles(
+        &self,
+        project: Uuid,
+        team: Option<Uuid>,
+        user: Option<Uuid>,
+    ) -> Result<Vec<Member>, StoreError> {
+        let sql = "SELECT team_id, user_id, display_name, profile_image_url, created_at_millis FROM memberships \
+                   WHERE project_id = $1 ORDER BY created_at_millis, team_id, user_id";
+        let all: Vec<Member> =
+            with_pool!(&self.db, pool => sqlx::query_as(sql).bind(project).fetch_all(pool).await?);
+        Ok(all
+            .into_iter()
+            .filter(|m| team.is_none_or(|t| t == m.team_id) && user.is_none_or(|u| u == m.user_id))
+            .collect())
+    }
+
+    /// Rewrites a member profile; false when there is no such membership.
+    pub async fn update_profile(&self, project: Uuid, m: &Member) -> Result<bool, StoreError> {
+        let sql = "UPDATE memberships SET display_name = $1, profile_image_url = $2 \
+                   WHERE project_id = $3 AND team_id = $4 AND user_id = $5";
+        let done = with_pool!(&self.db, pool => sqlx::query(sql)
+            .bind(&m.display_name).bind(&m.profile_image_url).bind(project).bind(m.team_id).bind(m.user_id)
+            .execute(pool).await?.rows_affected());
+        Ok(done == 1)
     }
 
     /// Members of a team, oldest membership first.

@@ -105,4 +105,24 @@ impl Auth {
         serde_json::from_str(&settings.json)
             .map_err(|_| tonic::Status::internal("bad settings document"))
     }
+
+    /// Users in the server read shape, in the order asked; unknown ids are skipped.
+    pub async fn users(
+        &self,
+        ctx: &Context,
+        ids: &[String],
+    ) -> Result<Vec<serde_json::Value>, tonic::Status> {
+        let request = Self::request(
+            ctx,
+            pb::UserIdList {
+                user_ids: ids.to_vec(),
+            },
+        );
+        let list = self.users.clone().get_users(request).await?.into_inner();
+        Ok(list
+            .items_json
+            .iter()
+            .filter_map(|j| serde_json::from_str(j).ok())
+            .collect())
+    }
 }

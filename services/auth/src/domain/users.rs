@@ -115,6 +115,27 @@ pub async fn get(app: &App, ctx: &Context, id: Uuid) -> Result<Value> {
     Ok(user)
 }
 
+/// Several users composed with one contacts call, in the order of `ids`.
+pub async fn get_many(app: &App, ctx: &Context, ids: &[Uuid]) -> Result<Vec<Value>> {
+    let (_, settings) = app.project(ctx.project_id).await?;
+    let rows = app.accounts.users(ctx.project_id).await?;
+    let by_id: HashMap<Uuid, &UserRow> = rows.iter().map(|r| (r.id, r)).collect();
+    let channels = channels_of(app, ctx, ids).await?;
+    let mut users: Vec<Value> = ids
+        .iter()
+        .filter_map(|id| by_id.get(id))
+        .map(|r| {
+            view(
+                r,
+                channels.get(&r.id).map_or(&[][..], Vec::as_slice),
+                &settings,
+            )
+        })
+        .collect();
+    with_selected_teams(app, ctx, &mut users).await?;
+    Ok(users)
+}
+
 /// A fresh user row with defaults.
 pub fn new_row(project: Uuid, id: Uuid, now: i64) -> UserRow {
     UserRow {
@@ -330,7 +351,55 @@ pub async fn finish_create(
         }
         return Err(e.into());
     }
+    let mut user = user;
+    if settings.create_team_on_sign_up {
+        personal_team(app, ctx, row.id, &mut user).await;
+    }
     Ok((user, session))
+}
+
+/// Creates the user's personal team and selects it (30 §1.4). A failure leaves a user without
+/// one, which is logged: the account itself is complete.
+async fn personal_team(app: &App, ctx: &Context, user_id: Uuid, user: &mut Value) {
+    let name = match (
+        user["display_name"].as_str(),
+        user["primary_email"].as_str(),
+    ) {
+        (Some(n), _) => format!("{n}'s Team"),
+        (None, Some(e)) => format!("{e}'s Team"),
+        (None, None) => "Personal Team".to_owned(),
+    };
+    let request = teams::CreateTeamRequest {
+        body_json: json!({ "display_name": name }).to_string(),
+        creator_user_id: Some(user_id.to_string()),
+    };
+    let created = async {
+        let team = app
+            .teams()
+            .create_team(app.to_contacts(ctx, request))
+            .await?
+            .into_inner();
+        let team: Value =
+            serde_json::from_str(&team.json).map_err(|e| Error::Invalid(e.to_string()))?;
+        let team_id = team["id"]
+            .as_str()
+            .and_then(|s| Uuid::parse_str(s).ok())
+            .unwrap_or_default();
+        app.accounts
+            .set_selected_team(ctx.project_id, user_id, team_id)
+            .await?;
+        Ok::<_, Error>(team)
+    }
+    .await;
+    match created {
+        Ok(team) => {
+            user["selected_team_id"] = team["id"].clone();
+            user["selected_team"] = team;
+        }
+        Err(e) => {
+            tracing::error!(user = %user_id, error = %e, "could not create the personal team")
+        }
+    }
 }
 
 /// `PATCH /users/{id}` and `/users/me`.

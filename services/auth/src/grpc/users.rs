@@ -310,6 +310,23 @@ impl pb::users_server::Users for Users {
         }
     }
 
+    async fn get_users(
+        &self,
+        request: Request<pb::UserIdList>,
+    ) -> Result<Response<pb::JsonList>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let ids = request
+            .get_ref()
+            .user_ids
+            .iter()
+            .map(|u| uuid(u, "user_ids"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let users = users::get_many(&self.app, &ctx, &ids).await?;
+        Ok(Response::new(pb::JsonList {
+            items_json: users.iter().map(Value::to_string).collect(),
+        }))
+    }
+
     #[tracing::instrument(name = "auth.delete_user", skip_all)]
     async fn delete_user(
         &self,

@@ -210,6 +210,18 @@ impl Accounts {
         Ok(())
     }
 
+    /// Selects a team for a user (personal team at creation).
+    pub async fn set_selected_team(
+        &self,
+        project: Uuid,
+        user: Uuid,
+        team: Uuid,
+    ) -> Result<(), StoreError> {
+        with_pool!(&self.db, pool => sqlx::query("UPDATE users SET selected_team_id = $1 WHERE project_id = $2 AND id = $3")
+            .bind(team).bind(project).bind(user).execute(pool).await.map(drop))?;
+        Ok(())
+    }
+
     /// Clears a selected team that no longer holds the user (all its users when `user` is None).
     pub async fn clear_selected_team(
         &self,

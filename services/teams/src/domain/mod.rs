@@ -1,4 +1,5 @@
 //! Rules of the teams service.
 
 pub mod permissions;
+pub mod profiles;
 pub mod teams;

@@ -104,7 +104,7 @@ fn apply(team: &mut Team, body: &Value, client: bool, creating: bool) -> Result<
     Ok(())
 }
 
-fn image(value: &Value, client: bool) -> Result<Option<String>> {
+pub(crate) fn image(value: &Value, client: bool) -> Result<Option<String>> {
     let Some(text) = value.as_str() else {
         return if value.is_null() {
             Ok(None)
