@@ -4,8 +4,8 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::routes::{
-    auth_password, auth_sessions, contact_channels, internal, projects, root, team_member_profiles,
-    teams, users,
+    auth_password, auth_sessions, contact_channels, internal, permissions, projects, root,
+    team_member_profiles, teams, users,
 };
 
 #[derive(OpenApi)]
@@ -67,6 +67,17 @@ use crate::routes::{
         team_member_profiles::list,
         team_member_profiles::get,
         team_member_profiles::update,
+        permissions::list,
+        permissions::grant,
+        permissions::revoke,
+        permissions::list_definitions,
+        permissions::create_definition,
+        permissions::update_definition,
+        permissions::delete_definition,
+        permissions::project_scope::list,
+        permissions::project_scope::create,
+        permissions::project_scope::update,
+        permissions::project_scope::delete,
         document,
     )
 )]

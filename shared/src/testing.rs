@@ -59,8 +59,21 @@ impl Infra {
         Ok(url.to_string())
     }
 
-    /// Creates a RabbitMQ vhost the default user may use and returns its AMQP URL.
+    /// Creates a RabbitMQ vhost the default user may use and returns its AMQP URL. Retries a
+    /// few times: the management API can be slow to answer while the broker is busy.
     pub async fn amqp_vhost(&self) -> anyhow::Result<String> {
+        let mut last = None;
+        for attempt in 0..5u64 {
+            match self.try_amqp_vhost().await {
+                Ok(url) => return Ok(url),
+                Err(e) => last = Some(e),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500 * (attempt + 1))).await;
+        }
+        Err(last.unwrap_or_else(|| anyhow::anyhow!("no attempt made")))
+    }
+
+    async fn try_amqp_vhost(&self) -> anyhow::Result<String> {
         let name = unique("lk_test");
         let http = reqwest::Client::new();
         let api = url::Url::parse(&rabbitmq_api())?;

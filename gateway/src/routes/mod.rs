@@ -5,6 +5,7 @@ pub mod auth_sessions;
 pub mod contact_channels;
 pub mod health;
 pub mod internal;
+pub mod permissions;
 pub mod projects;
 pub mod root;
 pub mod team_member_profiles;
@@ -114,6 +115,13 @@ fn team_routes() -> Router<AppState> {
             post(teams::add_member).delete(teams::remove_member),
         )
         .route("/api/v1/team-permissions", get(teams::list_permissions))
+        .route("/api/v1/project-permissions", get(permissions::list))
+        .route(
+            "/api/v1/project-permissions/{user_id}/{permission_id}",
+            post(permissions::grant).delete(permissions::revoke),
+        )
+        .merge(definition_routes("/api/v1/team-permission-definitions"))
+        .merge(definition_routes("/api/v1/project-permission-definitions"))
         .route(
             "/api/v1/team-member-profiles",
             get(team_member_profiles::list),
@@ -125,6 +133,18 @@ fn team_routes() -> Router<AppState> {
         .route(
             "/api/v1/team-permissions/{team_id}/{user_id}/{permission_id}",
             post(teams::grant).delete(teams::revoke),
+        )
+}
+
+/// The same four definition routes for each scope (50 §4); the handlers read the scope from
+/// the path.
+fn definition_routes(base: &str) -> Router<AppState> {
+    use permissions as p;
+    Router::new()
+        .route(base, get(p::list_definitions).post(p::create_definition))
+        .route(
+            &format!("{base}/{{permission_id}}"),
+            patch(p::update_definition).delete(p::delete_definition),
         )
 }
 

@@ -8,6 +8,8 @@ use serde_json::Value;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
+use crate::domain::definitions;
+use crate::domain::permissions::Scope;
 use crate::domain::teams::Teams;
 use crate::error::Error;
 
@@ -197,6 +199,113 @@ impl pb::teams_server::Teams for Service {
         ))
     }
 
+    async fn list_project_permissions(
+        &self,
+        request: Request<pb::ListProjectPermissionsRequest>,
+    ) -> Result<Response<pb::JsonList>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        let user = optional(req.user_id.as_deref(), "user_id")?;
+        Ok(list(
+            self.0
+                .list_project_permissions(&ctx, user, req.permission_id.as_deref(), req.recursive)
+                .await?,
+        ))
+    }
+
+    async fn grant_project_permission(
+        &self,
+        request: Request<pb::ProjectPermissionRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        self.0
+            .grant_project(&ctx, uuid(&req.user_id, "user_id")?, &req.permission_id)
+            .await?;
+        Ok(empty())
+    }
+
+    async fn revoke_project_permission(
+        &self,
+        request: Request<pb::ProjectPermissionRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        self.0
+            .revoke_project(&ctx, uuid(&req.user_id, "user_id")?, &req.permission_id)
+            .await?;
+        Ok(empty())
+    }
+
+    async fn grant_user_defaults(
+        &self,
+        request: Request<pb::UserRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        self.0
+            .grant_user_defaults(&ctx, uuid(&request.get_ref().user_id, "user_id")?)
+            .await?;
+        Ok(empty())
+    }
+
+    async fn list_definitions(
+        &self,
+        request: Request<pb::DefinitionScope>,
+    ) -> Result<Response<pb::JsonList>, Status> {
+        let ctx = admin(request.metadata())?;
+        let scope = scope(&request.get_ref().scope)?;
+        Ok(list(
+            definitions::list(&self.0.store, ctx.project_id, scope).await?,
+        ))
+    }
+
+    async fn create_definition(
+        &self,
+        request: Request<pb::DefinitionWrite>,
+    ) -> Result<Response<pb::TeamJson>, Status> {
+        let ctx = admin(request.metadata())?;
+        let req = request.into_inner();
+        let change = definitions::Change::parse(&body(&req.body_json)?, true)?;
+        Ok(team(
+            definitions::create(&self.0.store, ctx.project_id, scope(&req.scope)?, change).await?,
+        ))
+    }
+
+    async fn update_definition(
+        &self,
+        request: Request<pb::DefinitionWrite>,
+    ) -> Result<Response<pb::TeamJson>, Status> {
+        let ctx = admin(request.metadata())?;
+        let req = request.into_inner();
+        let change = definitions::Change::parse(&body(&req.body_json)?, false)?;
+        Ok(team(
+            definitions::update(
+                &self.0.store,
+                ctx.project_id,
+                scope(&req.scope)?,
+                &req.permission_id,
+                change,
+            )
+            .await?,
+        ))
+    }
+
+    async fn delete_definition(
+        &self,
+        request: Request<pb::DefinitionWrite>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = admin(request.metadata())?;
+        let req = request.into_inner();
+        definitions::delete(
+            &self.0.store,
+            ctx.project_id,
+            scope(&req.scope)?,
+            &req.permission_id,
+        )
+        .await?;
+        Ok(empty())
+    }
+
     async fn list_team_permissions(
         &self,
         request: Request<pb::ListTeamPermissionsRequest>,
@@ -236,6 +345,23 @@ impl pb::teams_server::Teams for Service {
         let g = grant(request.into_inner())?;
         self.0.revoke(&ctx, g).await?;
         Ok(empty())
+    }
+}
+
+/// Definitions are admin business (50 §4).
+fn admin(metadata: &tonic::metadata::MetadataMap) -> Result<Context, Status> {
+    let ctx = Context::read(metadata)?;
+    if ctx.access_type != latchkey_shared::headers::AccessType::Admin {
+        return Err(Status::permission_denied("admin access required"));
+    }
+    Ok(ctx)
+}
+
+fn scope(text: &str) -> Result<Scope, Error> {
+    match text {
+        "team" => Ok(Scope::Team),
+        "project" => Ok(Scope::Project),
+        other => Err(Error::Invalid(format!("unknown scope {other}"))),
     }
 }
 

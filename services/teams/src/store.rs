@@ -254,10 +254,12 @@ impl Store {
         }))
     }
 
-    /// Removes every membership of a deleted user (its grants with them); no events.
+    /// Removes every membership and grant of a deleted user; no events.
     pub async fn remove_user(&self, project: Uuid, user: Uuid) -> Result<u64, StoreError> {
         Ok(with_pool!(&self.db, pool => {
             let mut tx = pool.begin().await?;
+            sqlx::query("DELETE FROM project_permissions WHERE project_id = $1 AND user_id = $2")
+                .bind(project).bind(user).execute(&mut *tx).await?;
             sqlx::query("DELETE FROM team_permissions WHERE project_id = $1 AND user_id = $2")
                 .bind(project).bind(user).execute(&mut *tx).await?;
             let done = sqlx::query("DELETE FROM memberships WHERE project_id = $1 AND user_id = $2")
@@ -331,3 +333,115 @@ macro_rules! add_member {
     }};
 }
 use add_member;
+
+/// A stored permission definition.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct DefinitionRow {
+    pub id: String,
+    pub scope: String,
+    pub description: Option<String>,
+    pub contained: String,
+}
+
+impl Store {
+    /// The project's stored definitions; `None` while it still uses the defaults.
+    pub async fn definitions(
+        &self,
+        project: Uuid,
+    ) -> Result<Option<Vec<DefinitionRow>>, StoreError> {
+        let marked: i64 = with_pool!(&self.db, pool => sqlx::query_scalar("SELECT COUNT(*) FROM definition_sets WHERE project_id = $1")
+            .bind(project).fetch_one(pool).await?);
+        if marked == 0 {
+            return Ok(None);
+        }
+        let sql = "SELECT id, scope, description, contained FROM permission_definitions WHERE project_id = $1 ORDER BY id";
+        Ok(Some(
+            with_pool!(&self.db, pool => sqlx::query_as(sql).bind(project).fetch_all(pool).await?),
+        ))
+    }
+
+    /// Replaces the project's whole definition set, renaming and dropping grants as told:
+    /// `renamed` maps old ids to new ones, `removed` lists deleted ids.
+    pub async fn save_definitions(
+        &self,
+        project: Uuid,
+        defs: &[DefinitionRow],
+        renamed: Option<(&str, &str)>,
+        removed: Option<&str>,
+    ) -> Result<(), StoreError> {
+        with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query("DELETE FROM permission_definitions WHERE project_id = $1").bind(project).execute(&mut *tx).await?;
+            sqlx::query("INSERT INTO definition_sets (project_id) VALUES ($1) ON CONFLICT DO NOTHING").bind(project).execute(&mut *tx).await?;
+            for d in defs {
+                sqlx::query("INSERT INTO permission_definitions (project_id, id, scope, description, contained) VALUES ($1, $2, $3, $4, $5)")
+                    .bind(project).bind(&d.id).bind(&d.scope).bind(&d.description).bind(&d.contained)
+                    .execute(&mut *tx).await?;
+            }
+            if let Some((old, new)) = renamed {
+                for table in ["team_permissions", "project_permissions"] {
+                    sqlx::query(&format!("UPDATE {table} SET permission_id = $1 WHERE project_id = $2 AND permission_id = $3"))
+                        .bind(new).bind(project).bind(old).execute(&mut *tx).await?;
+                }
+            }
+            if let Some(id) = removed {
+                for table in ["team_permissions", "project_permissions"] {
+                    sqlx::query(&format!("DELETE FROM {table} WHERE project_id = $1 AND permission_id = $2"))
+                        .bind(project).bind(id).execute(&mut *tx).await?;
+                }
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Direct project grants, sorted by user then permission.
+    pub async fn project_grants(&self, project: Uuid) -> Result<Vec<(Uuid, String)>, StoreError> {
+        let sql = "SELECT user_id, permission_id FROM project_permissions WHERE project_id = $1 ORDER BY user_id, permission_id";
+        Ok(with_pool!(&self.db, pool => sqlx::query_as(sql).bind(project).fetch_all(pool).await?))
+    }
+
+    /// Grants project permissions (idempotent) and enqueues `events`.
+    pub async fn grant_project(
+        &self,
+        project: Uuid,
+        user: Uuid,
+        ids: &[String],
+        events: &[Event],
+    ) -> Result<(), StoreError> {
+        with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            for id in ids {
+                sqlx::query("INSERT INTO project_permissions (project_id, user_id, permission_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING")
+                    .bind(project).bind(user).bind(id).execute(&mut *tx).await?;
+            }
+            for e in events {
+                (*tx).enqueue(e).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Revokes a direct project grant; false when it was not held directly.
+    pub async fn revoke_project(
+        &self,
+        project: Uuid,
+        user: Uuid,
+        id: &str,
+        events: &[Event],
+    ) -> Result<bool, StoreError> {
+        Ok(with_pool!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            let done = sqlx::query("DELETE FROM project_permissions WHERE project_id = $1 AND user_id = $2 AND permission_id = $3")
+                .bind(project).bind(user).bind(id).execute(&mut *tx).await?;
+            if done.rows_affected() > 0 {
+                for e in events {
+                    (*tx).enqueue(e).await?;
+                }
+            }
+            tx.commit().await?;
+            done.rows_affected() > 0
+        }))
+    }
+}

@@ -352,6 +352,17 @@ pub async fn finish_create(
         return Err(e.into());
     }
     let mut user = user;
+    // Default project permissions: no event (50 §1.2); a failure is logged, the account stands.
+    let defaults = teams::UserRef {
+        user_id: row.id.to_string(),
+    };
+    if let Err(e) = app
+        .teams()
+        .grant_user_defaults(app.to_contacts(ctx, defaults))
+        .await
+    {
+        tracing::error!(user = %row.id, error = %e, "could not grant the default project permissions");
+    }
     if settings.create_team_on_sign_up {
         personal_team(app, ctx, row.id, &mut user).await;
     }

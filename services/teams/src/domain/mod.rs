@@ -1,5 +1,7 @@
 //! Rules of the teams service.
 
+pub mod definitions;
 pub mod permissions;
 pub mod profiles;
+pub mod project_permissions;
 pub mod teams;

@@ -369,6 +369,7 @@ impl Teams {
         recursive: bool,
     ) -> Result<Vec<Value>> {
         let grants = self.store.grants(ctx.project_id).await?;
+        let defs = permissions::Definitions::load(&self.store, ctx.project_id).await?;
         let mut rows: Vec<Grant> = Vec::new();
         let mut pairs: Vec<(Uuid, Uuid)> = grants.iter().map(|g| (g.0, g.1)).collect();
         pairs.dedup();
@@ -381,7 +382,7 @@ impl Teams {
                 .filter(|g| g.0 == t && g.1 == u)
                 .map(|g| g.2.as_str());
             let ids: Vec<String> = if recursive {
-                permissions::expand(direct).into_iter().collect()
+                defs.expand(direct).into_iter().collect()
             } else {
                 direct.map(str::to_owned).collect()
             };
@@ -403,14 +404,8 @@ impl Teams {
         if !self.store.is_member(ctx.project_id, g.0, g.1).await? {
             return Err(membership_not_found(g.0, g.1));
         }
-        if !permissions::exists(&g.2) {
-            return Err(coded(
-                ErrorCode::PermissionNotFound,
-                "No such team permission.",
-                json!({ "permission_id": g.2 }),
-            ));
-        }
-        Ok(())
+        let defs = permissions::Definitions::load(&self.store, ctx.project_id).await?;
+        permissions::check_scope(&defs, &g.2, permissions::Scope::Team)
     }
 
     /// Grants (idempotently, emitting the event each time, 50 §2.3).
