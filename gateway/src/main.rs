@@ -250,6 +250,7 @@ async fn main() -> anyhow::Result<()> {
                     latchkey_teams::serve(
                         latchkey_teams::Config {
                             database_url: dbs.teams,
+                            contacts_addr: contacts_addr.clone(),
                         },
                         deps,
                         listener,

@@ -5,7 +5,7 @@ use utoipa::OpenApi;
 
 use crate::routes::{
     auth_password, auth_sessions, contact_channels, internal, permissions, projects, root,
-    team_member_profiles, teams, users,
+    team_invitations, team_member_profiles, teams, users,
 };
 
 #[derive(OpenApi)]
@@ -67,6 +67,13 @@ use crate::routes::{
         team_member_profiles::list,
         team_member_profiles::get,
         team_member_profiles::update,
+        team_invitations::send,
+        team_invitations::list,
+        team_invitations::revoke,
+        team_invitations::accept,
+        team_invitations::details,
+        team_invitations::check,
+        team_invitations::accept_by_id,
         permissions::list,
         permissions::grant,
         permissions::revoke,

@@ -143,6 +143,7 @@ pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
     start_service!("auth", latchkey_auth, auth, auth_l);
     let teams = latchkey_teams::Config {
         database_url: dbs.teams.clone(),
+        contacts_addr: addr("contacts"),
     };
     start_service!("teams", latchkey_teams, teams, teams_l);
     let contacts = latchkey_contacts::Config {

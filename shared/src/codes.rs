@@ -15,6 +15,14 @@ const NONCE_LEN: usize = 39;
 /// Attempts on a nonce after which even the right code is refused.
 const MAX_ATTEMPTS: i32 = 20;
 
+/// A pending code as listed by `pending`.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    pub id: Uuid,
+    pub data: Value,
+    pub expires_at_millis: i64,
+}
+
 /// A code found by `check`, with what it was issued for.
 #[derive(Debug, Clone)]
 pub struct Code {
@@ -87,14 +95,29 @@ impl Codes {
         data: &Value,
         ttl_millis: i64,
     ) -> Result<String, CodeError> {
+        Ok(self
+            .create_with_id(project_id, kind, data, ttl_millis)
+            .await?
+            .1)
+    }
+
+    /// As `create`, also returning the code's id (invitations are listed and revoked by it).
+    pub async fn create_with_id(
+        &self,
+        project_id: Uuid,
+        kind: &str,
+        data: &Value,
+        ttl_millis: i64,
+    ) -> Result<(Uuid, String), CodeError> {
         let code = random_base32(CODE_LEN);
+        let id = Uuid::now_v7();
         let now = self.clock.now_millis();
         let sql =
             "INSERT INTO verification_codes (project_id, id, kind, code_hash, nonce_hash, data, \
                    created_at_millis, expires_at_millis) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
         crate::with_pool!(&self.db, pool => sqlx::query(sql)
             .bind(project_id)
-            .bind(Uuid::now_v7())
+            .bind(id)
             .bind(kind)
             .bind(hash_secret(&code))
             .bind(hash_secret(nonce_of(&code)))
@@ -104,7 +127,33 @@ impl Codes {
             .execute(pool)
             .await
             .map(drop))?;
-        Ok(code)
+        Ok((id, code))
+    }
+
+    /// Unused, unexpired codes of `kind`, oldest first, with their ids and expiry.
+    pub async fn pending(&self, project_id: Uuid, kind: &str) -> Result<Vec<Pending>, CodeError> {
+        let sql = "SELECT id, data, expires_at_millis FROM verification_codes \
+                   WHERE project_id = $1 AND kind = $2 AND used_at_millis IS NULL AND expires_at_millis > $3 \
+                   ORDER BY created_at_millis, id";
+        let now = self.clock.now_millis();
+        let rows: Vec<(Uuid, String, i64)> = crate::with_pool!(&self.db, pool => sqlx::query_as(sql)
+            .bind(project_id).bind(kind).bind(now).fetch_all(pool).await?);
+        Ok(rows
+            .into_iter()
+            .map(|(id, data, expires_at_millis)| Pending {
+                id,
+                data: serde_json::from_str(&data).unwrap_or(Value::Null),
+                expires_at_millis,
+            })
+            .collect())
+    }
+
+    /// Deletes a code by id (revocation); false when there was none of that kind.
+    pub async fn delete(&self, project_id: Uuid, kind: &str, id: Uuid) -> Result<bool, CodeError> {
+        let sql = "DELETE FROM verification_codes WHERE project_id = $1 AND kind = $2 AND id = $3";
+        let done = crate::with_pool!(&self.db, pool => sqlx::query(sql)
+            .bind(project_id).bind(kind).bind(id).execute(pool).await?.rows_affected());
+        Ok(done > 0)
     }
 
     /// Steps 1–5 of 70 §4.2: counts the attempt on the nonce, then finds the code of `kind`

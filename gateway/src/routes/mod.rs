@@ -8,6 +8,7 @@ pub mod internal;
 pub mod permissions;
 pub mod projects;
 pub mod root;
+pub mod team_invitations;
 pub mod team_member_profiles;
 pub mod teams;
 pub mod users;
@@ -48,6 +49,7 @@ pub fn api(state: AppState) -> Router<AppState> {
         .merge(user_routes())
         .merge(contact_channel_routes())
         .merge(team_routes())
+        .merge(invitation_routes())
         .route_layer(from_fn_with_state(state, access::validate))
 }
 
@@ -145,6 +147,27 @@ fn definition_routes(base: &str) -> Router<AppState> {
         .route(
             &format!("{base}/{{permission_id}}"),
             patch(p::update_definition).delete(p::delete_definition),
+        )
+}
+
+fn invitation_routes() -> Router<AppState> {
+    use team_invitations as ti;
+    Router::new()
+        .route("/api/v1/team-invitations", get(ti::list))
+        .route("/api/v1/team-invitations/send-code", post(ti::send))
+        .route("/api/v1/team-invitations/accept", post(ti::accept))
+        .route("/api/v1/team-invitations/accept/details", post(ti::details))
+        .route(
+            "/api/v1/team-invitations/accept/check-code",
+            post(ti::check),
+        )
+        .route(
+            "/api/v1/team-invitations/{id}",
+            axum::routing::delete(ti::revoke),
+        )
+        .route(
+            "/api/v1/team-invitations/{id}/accept",
+            post(ti::accept_by_id),
         )
 }
 

@@ -11,6 +11,7 @@ mod basics;
 mod cli;
 mod contact_channels;
 mod grpc;
+mod invitations;
 mod permissions;
 mod projects;
 mod teams;

@@ -24,6 +24,12 @@ impl From<tonic::Status> for Error {
     }
 }
 
+impl From<latchkey_shared::codes::CodeError> for Error {
+    fn from(e: latchkey_shared::codes::CodeError) -> Self {
+        Self::Coded(e.into())
+    }
+}
+
 impl From<CodedError> for Error {
     fn from(e: CodedError) -> Self {
         Self::Coded(e)

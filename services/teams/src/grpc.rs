@@ -8,9 +8,9 @@ use serde_json::Value;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
-use crate::domain::definitions;
 use crate::domain::permissions::Scope;
 use crate::domain::teams::Teams;
+use crate::domain::{definitions, invitations};
 use crate::error::Error;
 
 pub struct Service(pub Arc<Teams>);
@@ -303,6 +303,93 @@ impl pb::teams_server::Teams for Service {
             &req.permission_id,
         )
         .await?;
+        Ok(empty())
+    }
+
+    #[tracing::instrument(name = "teams.send_invitation", skip_all)]
+    async fn send_invitation(
+        &self,
+        request: Request<pb::SendInvitationRequest>,
+    ) -> Result<Response<pb::InvitationId>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        let invite = invitations::Invite {
+            team: uuid(&req.team_id, "team_id")?,
+            email: &req.email,
+            callback_url: &req.callback_url,
+            permission_ids: req.permission_ids,
+        };
+        let id = self.0.invite(&ctx, invite).await?;
+        Ok(Response::new(pb::InvitationId { id: id.to_string() }))
+    }
+
+    async fn list_invitations(
+        &self,
+        request: Request<pb::ListInvitationsRequest>,
+    ) -> Result<Response<pb::JsonList>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let team = optional(request.get_ref().team_id.as_deref(), "team_id")?;
+        let user = optional(request.get_ref().user_id.as_deref(), "user_id")?;
+        Ok(list(self.0.list_invitations(&ctx, team, user).await?))
+    }
+
+    async fn revoke_invitation(
+        &self,
+        request: Request<pb::InvitationRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        let id = Uuid::parse_str(&req.id)
+            .map_err(|_| Error::Coded(latchkey_shared::codes::CodeError::NotFound.into()))?;
+        self.0
+            .revoke_invitation(&ctx, uuid(&req.team_id, "team_id")?, id)
+            .await?;
+        Ok(empty())
+    }
+
+    async fn accept_invitation(
+        &self,
+        request: Request<pb::InvitationCode>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        self.0.accept(&ctx, &request.get_ref().code).await?;
+        Ok(empty())
+    }
+
+    async fn invitation_details(
+        &self,
+        request: Request<pb::InvitationCode>,
+    ) -> Result<Response<pb::TeamJson>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        Ok(team(
+            self.0
+                .invitation_details(&ctx, &request.get_ref().code)
+                .await?,
+        ))
+    }
+
+    async fn check_invitation_code(
+        &self,
+        request: Request<pb::InvitationCode>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        self.0
+            .check_invitation(&ctx, &request.get_ref().code)
+            .await?;
+        Ok(empty())
+    }
+
+    async fn accept_invitation_by_id(
+        &self,
+        request: Request<pb::InvitationRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.into_inner();
+        let id = Uuid::parse_str(&req.id)
+            .map_err(|_| Error::Coded(latchkey_shared::codes::CodeError::NotFound.into()))?;
+        self.0
+            .accept_by_id(&ctx, id, uuid(&req.user_id, "user_id")?)
+            .await?;
         Ok(empty())
     }
 

@@ -28,6 +28,8 @@ static MIGRATIONS: Migrations = Migrations {
 pub struct Config {
     /// `postgres://…` or `sqlite://…` for this service's own database.
     pub database_url: String,
+    /// Where the contacts service answers (invitation mail, verified addresses).
+    pub contacts_addr: String,
 }
 
 pub async fn migrate(database_url: &str) -> anyhow::Result<()> {
@@ -78,7 +80,14 @@ pub async fn serve(
             }
         });
         let caller = latchkey_shared::grpc::PresentCaller::new(&deps.internal_token)?;
+        let contacts =
+            latchkey_proto::contacts::v1::contacts_client::ContactsClient::with_interceptor(
+                latchkey_shared::grpc::lazy_channel(&cfg.contacts_addr)?,
+                caller.clone(),
+            );
         let teams = domain::teams::Teams {
+            contacts,
+            codes: latchkey_shared::codes::Codes::new(db.clone(), deps.clock.clone()),
             store,
             auth: latchkey_shared::grpc::auth::Auth::connect(&deps.auth_addr, caller)?,
             clock: deps.clock.clone(),

@@ -16,8 +16,17 @@ use crate::store::{Grant, Store, StoreError, Team};
 pub struct Teams {
     pub store: Store,
     pub auth: Auth,
+    pub contacts: Contacts,
+    pub codes: latchkey_shared::codes::Codes,
     pub clock: SharedClock,
 }
+
+pub type Contacts = latchkey_proto::contacts::v1::contacts_client::ContactsClient<
+    tonic::service::interceptor::InterceptedService<
+        tonic::transport::Channel,
+        latchkey_shared::grpc::PresentCaller,
+    >,
+>;
 
 fn is_client(ctx: &Context) -> bool {
     ctx.access_type == AccessType::Client
@@ -277,6 +286,18 @@ impl Teams {
             json!({ "id": id }),
         );
         if self.store.delete_team(ctx.project_id, id, &[event]).await? {
+            // Pending invitations to the team go with it (30 §1.5).
+            for invitation in self
+                .codes
+                .pending(ctx.project_id, super::invitations::KIND)
+                .await?
+            {
+                if invitation.data["team_id"] == id.to_string().as_str() {
+                    self.codes
+                        .delete(ctx.project_id, super::invitations::KIND, invitation.id)
+                        .await?;
+                }
+            }
             Ok(())
         } else {
             Err(team_not_found(id))
@@ -287,8 +308,25 @@ impl Teams {
     pub async fn add_member(&self, ctx: &Context, team: Uuid, user: Uuid) -> Result<()> {
         self.ensure_user(ctx, user).await?;
         self.team(ctx, team).await?;
+        self.add_member_with(ctx, team, user, &[]).await
+    }
+
+    /// Adds a member with the member defaults plus `extra` grants, emitting the membership
+    /// event before the permission events (60 §2.1).
+    pub async fn add_member_with(
+        &self,
+        ctx: &Context,
+        team: Uuid,
+        user: Uuid,
+        extra: &[String],
+    ) -> Result<()> {
         let settings = self.auth.settings(ctx).await?;
-        let grants = default_permissions(&settings, "team_member_default_permissions");
+        let mut grants = default_permissions(&settings, "team_member_default_permissions");
+        for p in extra {
+            if !grants.contains(p) {
+                grants.push(p.clone());
+            }
+        }
         let now = self.clock.now_millis();
         let mut events = vec![Event::new(
             "team_membership.created",
