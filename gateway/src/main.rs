@@ -220,6 +220,7 @@ async fn main() -> anyhow::Result<()> {
                 return latchkey_gateway::serve(listener, state, shutdown_signal()).await;
             }
             let deps = Deps {
+                calls: Default::default(),
                 bus: system::bus(cli.common.amqp_url.as_ref()).await?,
                 clock: latchkey_shared::clock::system(),
                 internal_token: token,

@@ -114,6 +114,7 @@ pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
 
     let bus = bus(cfg.amqp_url.as_ref()).await?;
     let deps = Deps {
+        calls: Default::default(),
         bus: bus.clone(),
         clock: clock::system(),
         internal_token: internal_token.clone(),

@@ -745,3 +745,107 @@ both_modes!(
         assert_error(res, 404, "TEAM_MEMBERSHIP_NOT_FOUND").await;
     }
 );
+
+/// Calls admitted by the services (one shared counter per process; embedded runs one process).
+async fn calls_served(app: &TestApp) -> i64 {
+    use latchkey_proto::common::v1::{service_client::ServiceClient, DescribeRequest};
+    let services: &[&str] = if app.auth_db_url.starts_with("sqlite") {
+        &["auth"]
+    } else {
+        &["auth", "teams", "contacts"]
+    };
+    let mut total = 0;
+    for service in services {
+        let channel = latchkey_shared::grpc::lazy_channel(&app.grpc_addr(service))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut request = tonic::Request::new(DescribeRequest {});
+        request.metadata_mut().insert(
+            "x-latchkey-project-id",
+            app.project.id.parse().unwrap_or_else(|e| panic!("{e:?}")),
+        );
+        request.metadata_mut().insert(
+            "x-latchkey-secret-server-key",
+            app.project
+                .server_key
+                .parse()
+                .unwrap_or_else(|e| panic!("{e:?}")),
+        );
+        total += ServiceClient::new(channel)
+            .describe(request)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_inner()
+            .calls_served;
+    }
+    total
+}
+
+both_modes!(
+    member_profiles_use_a_bounded_number_of_calls,
+    |app: &TestApp| async move {
+        let team = ok(
+            app.as_("server", Method::POST, "/api/v1/teams")
+                .json(&json!({"display_name": "Big"}))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+            201,
+        )
+        .await;
+        let team_id = team["id"].as_str().unwrap_or_default().to_owned();
+        let join = |i: usize| {
+            let team_id = team_id.clone();
+            async move {
+                let user = ok(
+                    app.as_("server", Method::POST, "/api/v1/users")
+                        .json(&json!({"display_name": format!("member {i}")}))
+                        .send()
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}")),
+                    201,
+                )
+                .await;
+                let path = format!(
+                    "/api/v1/team-memberships/{team_id}/{}",
+                    user["id"].as_str().unwrap_or_default()
+                );
+                ok(
+                    app.as_("server", Method::POST, &path)
+                        .json(&json!({}))
+                        .send()
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}")),
+                    201,
+                )
+                .await;
+            }
+        };
+        for chunk in 0..40 {
+            futures::future::join_all((0..25).map(|i| join(chunk * 25 + i))).await;
+        }
+        let before = calls_served(app).await;
+        let profiles = ok(
+            app.as_(
+                "server",
+                Method::GET,
+                &format!("/api/v1/team-member-profiles?team_id={team_id}"),
+            )
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+            200,
+        )
+        .await;
+        let after = calls_served(app).await;
+        let items = profiles["items"].as_array().cloned().unwrap_or_default();
+        assert_eq!(items.len(), 1000);
+        assert!(items.iter().all(|p| p["user"]["id"] == p["user_id"]));
+        // The listing, the batch user read, its batch channel read, a key check and the counting
+        // calls themselves: a handful, whatever the team's size.
+        assert!(
+            after - before <= 12,
+            "{} gRPC calls for one listing of 1,000 members",
+            after - before
+        );
+    }
+);

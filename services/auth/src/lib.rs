@@ -84,8 +84,13 @@ pub async fn serve(
         let routes =
             latchkey_shared::grpc::guarded(ProjectsServer::new(projects), &deps, keys.clone());
         let users = UsersServer::new(grpc::Users::new(app));
-        Ok(latchkey_shared::grpc::also_guarded(
-            routes, users, &deps, keys,
+        let routes = latchkey_shared::grpc::also_guarded(routes, users, &deps, keys.clone());
+        Ok(latchkey_shared::grpc::with_describe(
+            routes,
+            SERVICE_NAME,
+            db,
+            &deps,
+            keys,
         ))
     };
     latchkey_shared::grpc::run_service(

@@ -40,11 +40,20 @@ pub trait ServerKeys: Send + Sync + 'static {
 pub struct Callers {
     token: SecretString,
     keys: Arc<dyn ServerKeys>,
+    admitted: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Callers {
-    pub fn new(token: SecretString, keys: Arc<dyn ServerKeys>) -> Self {
-        Self { token, keys }
+    pub fn new(
+        token: SecretString,
+        keys: Arc<dyn ServerKeys>,
+        admitted: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Self {
+        Self {
+            token,
+            keys,
+            admitted,
+        }
     }
 
     async fn admit(&self, metadata: &mut MetadataMap) -> Result<(), Status> {
@@ -119,6 +128,9 @@ where
             let mut metadata = MetadataMap::from_headers(std::mem::take(&mut parts.headers));
             match callers.admit(&mut metadata).await {
                 Ok(()) => {
+                    callers
+                        .admitted
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     parts.headers = metadata.into_headers();
                     inner.call(http::Request::from_parts(parts, body)).await
                 }

@@ -20,6 +20,9 @@ pub struct Deps {
     pub internal_token: SecretString,
     /// Where auth answers key checks (services other than auth verify server keys there).
     pub auth_addr: String,
+    /// Calls admitted to the guarded APIs of the services started with these deps (one counter
+    /// per process), reported by `Describe`: it makes fan-out measurable.
+    pub calls: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Deps {
@@ -51,7 +54,7 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let callers = Callers::new(deps.internal_token.clone(), keys);
+    let callers = Callers::new(deps.internal_token.clone(), keys, deps.calls.clone());
     tonic::service::Routes::new(Guarded::new(server, callers))
 }
 
@@ -74,7 +77,7 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let callers = Callers::new(deps.internal_token.clone(), keys);
+    let callers = Callers::new(deps.internal_token.clone(), keys, deps.calls.clone());
     routes.add_service(Guarded::new(server, callers))
 }
 
@@ -177,6 +180,7 @@ pub async fn run_service(
 pub struct Describe {
     pub service: &'static str,
     pub db: crate::db::Database,
+    pub calls: Arc<std::sync::atomic::AtomicU64>,
 }
 
 #[tonic::async_trait]
@@ -196,6 +200,8 @@ impl latchkey_proto::common::v1::service_server::Service for Describe {
             latchkey_proto::common::v1::DescribeResponse {
                 service: self.service.to_owned(),
                 consumed_events,
+                calls_served: i64::try_from(self.calls.load(std::sync::atomic::Ordering::Relaxed))
+                    .unwrap_or(i64::MAX),
             },
         ))
     }
@@ -215,6 +221,7 @@ pub async fn run_describe_only(
         let describe = Describe {
             service: service_name,
             db,
+            calls: deps.calls.clone(),
         };
         let server = latchkey_proto::common::v1::service_server::ServiceServer::new(describe);
         Ok(guarded(server, deps, deps.remote_server_keys()?))
@@ -242,6 +249,7 @@ pub fn with_describe(
     let describe = Describe {
         service: service_name,
         db,
+        calls: deps.calls.clone(),
     };
     let server = latchkey_proto::common::v1::service_server::ServiceServer::new(describe);
     also_guarded(routes, server, deps, keys)
