@@ -5,15 +5,9 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_error, both_modes, email, parts, TestApp};
+use crate::helpers::{assert_error, both_modes, email, ok, TestApp};
 
 const PASSWORD: &str = "blue-harbor-lantern-42";
-
-async fn ok(res: reqwest::Response, status: u16) -> Value {
-    let (got, body, _) = parts(res).await;
-    assert_eq!(got, status, "{body}");
-    body
-}
 
 both_modes!(clients_manage_their_channels, |app: &TestApp| async move {
     let address = email("owner");

@@ -591,3 +591,10 @@ impl TestApp {
         event["id"].as_str().unwrap_or_default().to_owned()
     }
 }
+
+/// The body of a response that must have `status`.
+pub async fn ok(res: Response, status: u16) -> Value {
+    let (got, body, _) = parts(res).await;
+    assert_eq!(got, status, "{body}");
+    body
+}

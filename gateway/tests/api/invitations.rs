@@ -3,15 +3,9 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_error, both_modes, email, parts, TestApp};
+use crate::helpers::{assert_error, both_modes, email, ok, TestApp};
 
 const PASSWORD: &str = "blue-harbor-lantern-42";
-
-async fn ok(res: reqwest::Response, status: u16) -> Value {
-    let (got, body, _) = parts(res).await;
-    assert_eq!(got, status, "{body}");
-    body
-}
 
 both_modes!(invitations_by_code_and_by_id, |app: &TestApp| async move {
     app.settings(json!({"allow_localhost": true})).await;

@@ -52,9 +52,9 @@ impl App {
         self.teams.clone()
     }
 
-    /// Wraps a message for another service with the project of `ctx` (as a server-level
-    /// component).
-    pub fn to_contacts<T>(&self, ctx: &Context, message: T) -> tonic::Request<T> {
+    /// Wraps a message for another service (contacts, teams) with the project of `ctx`, as a
+    /// server-level component.
+    pub fn to_service<T>(&self, ctx: &Context, message: T) -> tonic::Request<T> {
         let mut inner = ctx.clone();
         inner.access_type = latchkey_shared::headers::AccessType::Server;
         inner.request(message)

@@ -155,7 +155,7 @@ pub async fn sign_up(
         check_user: false,
     };
     app.contacts()
-        .create_channel(app.to_contacts(ctx, reserve))
+        .create_channel(app.to_service(ctx, reserve))
         .await
         .map_err(|s| users::email_taken(s, &address))?;
     let (session, refresh_token) = sessions::new_session(
@@ -179,7 +179,7 @@ pub async fn sign_up(
         };
         // Sent in the background: the response does not wait for mail (10 §1.4.1).
         let mut client = app.contacts();
-        let request = app.to_contacts(ctx, request);
+        let request = app.to_service(ctx, request);
         tokio::spawn(async move {
             if let Err(e) = client.send_verification_code(request).await {
                 tracing::warn!(error = %e, "could not send the sign-up verification mail");
@@ -205,7 +205,7 @@ async fn auth_user(app: &App, ctx: &Context, address: &str) -> Result<Option<Uui
     };
     let found = app
         .contacts()
-        .find_auth_channel(app.to_contacts(ctx, request))
+        .find_auth_channel(app.to_service(ctx, request))
         .await?
         .into_inner();
     Ok(found.channel.and_then(|c| Uuid::parse_str(&c.user_id).ok()))
@@ -388,7 +388,7 @@ async fn mail_reset_code(
         mail: mail_override(settings),
     };
     app.contacts()
-        .send_email(app.to_contacts(ctx, request))
+        .send_email(app.to_service(ctx, request))
         .await?;
     Ok(())
 }

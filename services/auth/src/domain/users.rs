@@ -37,7 +37,7 @@ pub async fn channels_of(
     };
     let list = app
         .contacts()
-        .list_channels(app.to_contacts(ctx, request))
+        .list_channels(app.to_service(ctx, request))
         .await?
         .into_inner();
     let mut by_user: HashMap<Uuid, Vec<contacts::Channel>> = HashMap::new();
@@ -201,7 +201,7 @@ async fn apply(
                 user_id: row.id.to_string(),
             };
             app.teams()
-                .check_member(app.to_contacts(ctx, request))
+                .check_member(app.to_service(ctx, request))
                 .await?;
         }
         row.selected_team_id = *team;
@@ -305,7 +305,7 @@ pub async fn create(app: &App, ctx: &Context, body: &Value) -> Result<Value> {
             check_user: false,
         };
         app.contacts()
-            .create_channel(app.to_contacts(ctx, request))
+            .create_channel(app.to_service(ctx, request))
             .await
             .map_err(|s| email_taken(s, email))?;
     }
@@ -343,7 +343,7 @@ pub async fn finish_create(
             };
             if let Err(status) = app
                 .contacts()
-                .delete_channel(app.to_contacts(ctx, release))
+                .delete_channel(app.to_service(ctx, release))
                 .await
             {
                 tracing::error!(%channel, error = %status, "could not release a reserved e-mail");
@@ -358,7 +358,7 @@ pub async fn finish_create(
     };
     if let Err(e) = app
         .teams()
-        .grant_user_defaults(app.to_contacts(ctx, defaults))
+        .grant_user_defaults(app.to_service(ctx, defaults))
         .await
     {
         tracing::error!(user = %row.id, error = %e, "could not grant the default project permissions");
@@ -387,7 +387,7 @@ async fn personal_team(app: &App, ctx: &Context, user_id: Uuid, user: &mut Value
     let created = async {
         let team = app
             .teams()
-            .create_team(app.to_contacts(ctx, request))
+            .create_team(app.to_service(ctx, request))
             .await?
             .into_inner();
         let team: Value =
@@ -456,7 +456,7 @@ pub async fn update(app: &App, ctx: &Context, id: Uuid, body: &Value, mode: Mode
         let shown = request.email.clone().or(current).unwrap_or_default();
         channels = app
             .contacts()
-            .set_primary_email(app.to_contacts(ctx, request))
+            .set_primary_email(app.to_service(ctx, request))
             .await
             .map_err(|s| email_taken(s, &shown))?
             .into_inner()
@@ -490,7 +490,7 @@ pub async fn delete(app: &App, ctx: &Context, id: Uuid) -> Result<()> {
     };
     let team_ids = app
         .teams()
-        .teams_of_user(app.to_contacts(ctx, request))
+        .teams_of_user(app.to_service(ctx, request))
         .await?
         .into_inner()
         .team_ids;
@@ -528,7 +528,7 @@ pub async fn with_selected_teams(app: &App, ctx: &Context, users: &mut [Value]) 
     let request = teams::ListTeamsRequest { user_id: None };
     let all = app
         .teams()
-        .list_teams(app.to_contacts(ctx, request))
+        .list_teams(app.to_service(ctx, request))
         .await?
         .into_inner()
         .items_json;
@@ -572,7 +572,7 @@ pub async fn list(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>
         };
         let members = app
             .teams()
-            .members_of_team(app.to_contacts(ctx, request))
+            .members_of_team(app.to_service(ctx, request))
             .await?
             .into_inner()
             .user_ids;
@@ -589,7 +589,7 @@ pub async fn list(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>
         };
         let by_channel = app
             .contacts()
-            .search_users(app.to_contacts(ctx, request))
+            .search_users(app.to_service(ctx, request))
             .await?
             .into_inner()
             .user_ids;
