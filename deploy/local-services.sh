@@ -63,7 +63,13 @@ if ! rabbitmqctl -q status >/dev/null 2>&1; then
   # The management plugin gives tests a fast HTTP API for per-run vhosts.
   rabbitmq-plugins --offline enable rabbitmq_management >/dev/null || fail "could not enable rabbitmq_management"
   rabbitmq-server -detached >/dev/null 2>&1 || true
-  rabbitmqctl -q await_startup --timeout 120 >/dev/null || fail "RabbitMQ did not start"
+  # `await_startup` fails at once while the detached node has not yet registered with epmd,
+  # so wait for the node to answer at all before waiting for its boot to finish.
+  for _ in $(seq 1 120); do rabbitmqctl -q ping >/dev/null 2>&1 && break; sleep 1; done
+  if ! rabbitmqctl -q await_startup --timeout 120 >/dev/null 2>&1; then
+    tail -n 40 /var/log/rabbitmq/*.log >&2 2>/dev/null || true
+    fail "RabbitMQ did not start"
+  fi
 fi
 if ! rabbitmq_mgmt_up; then
   rabbitmq-plugins enable rabbitmq_management >/dev/null || fail "could not enable rabbitmq_management"
