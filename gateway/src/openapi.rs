@@ -4,8 +4,8 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::routes::{
-    auth_password, auth_sessions, contact_channels, internal, permissions, projects, root,
-    team_invitations, team_member_profiles, teams, users,
+    auth_mfa, auth_otp, auth_password, auth_sessions, contact_channels, internal, permissions,
+    projects, root, team_invitations, team_member_profiles, teams, users,
 };
 
 #[derive(OpenApi)]
@@ -32,6 +32,10 @@ use crate::routes::{
         auth_password::send_reset_code,
         auth_password::reset,
         auth_password::check_reset_code,
+        auth_otp::send_code,
+        auth_otp::sign_in,
+        auth_otp::check,
+        auth_mfa::sign_in,
         auth_sessions::list,
         auth_sessions::create,
         auth_sessions::delete,

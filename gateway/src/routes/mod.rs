@@ -1,5 +1,7 @@
 //! The REST routes under `/api/v1`, one module per spec area, plus the operational routes.
 
+pub mod auth_mfa;
+pub mod auth_otp;
 pub mod auth_password;
 pub mod auth_sessions;
 pub mod contact_channels;
@@ -88,6 +90,13 @@ fn auth_routes() -> Router<AppState> {
             post(auth_sessions::refresh),
         )
         .route("/api/v1/auth/sessions/{id}", delete(auth_sessions::delete))
+        .route(
+            "/api/v1/auth/otp/send-sign-in-code",
+            post(auth_otp::send_code),
+        )
+        .route("/api/v1/auth/otp/sign-in", post(auth_otp::sign_in))
+        .route("/api/v1/auth/otp/sign-in/check-code", post(auth_otp::check))
+        .route("/api/v1/auth/mfa/sign-in", post(auth_mfa::sign_in))
 }
 
 fn user_routes() -> Router<AppState> {

@@ -14,5 +14,6 @@ mod grpc;
 mod invitations;
 mod permissions;
 mod projects;
+mod sign_in_codes;
 mod teams;
 mod users;

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::domain::settings::Settings;
 use crate::error::Result;
 use crate::store::accounts::Accounts;
+use crate::store::oauth::OAuthAccounts;
 use crate::store::{Project, ProjectStore};
 
 pub type Contacts = ContactsClient<InterceptedService<Channel, PresentCaller>>;
@@ -25,6 +26,10 @@ pub type Teams = latchkey_proto::teams::v1::teams_client::TeamsClient<
 pub struct App {
     pub projects: Arc<dyn ProjectStore>,
     pub accounts: Accounts,
+    pub oauth: OAuthAccounts,
+    /// For calls to OAuth providers: bounded in time, never following redirects.
+    pub http: reqwest::Client,
+    pub discovery: crate::domain::oauth::provider::Discovery,
     pub codes: Codes,
     pub passwords: Passwords,
     pub contacts: Contacts,

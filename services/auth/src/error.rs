@@ -115,4 +115,14 @@ pub fn coded(code: ErrorCode, message: impl Into<String>) -> Error {
     Error::Coded(CodedError::new(code, message))
 }
 
+impl Error {
+    /// Adds `details` to a coded error; other errors pass unchanged.
+    pub fn with_details(self, details: serde_json::Value) -> Self {
+        match self {
+            Error::Coded(c) => Error::Coded(c.with_details(details)),
+            other => other,
+        }
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;

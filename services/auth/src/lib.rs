@@ -79,12 +79,18 @@ pub async fn serve(
             contacts,
             clock: clock.clone(),
             public_url: cfg.public_url.trim_end_matches('/').to_owned(),
+            oauth: store::oauth::OAuthAccounts::new(db.clone()),
+            http: oauth_http()?,
+            discovery: Default::default(),
         });
         let projects = grpc::Projects::new(store, clock);
         let routes =
             latchkey_shared::grpc::guarded(ProjectsServer::new(projects), &deps, keys.clone());
-        let users = UsersServer::new(grpc::Users::new(app));
+        let users = UsersServer::new(grpc::Users::new(app.clone()));
         let routes = latchkey_shared::grpc::also_guarded(routes, users, &deps, keys.clone());
+        let oauth =
+            latchkey_proto::auth::v1::o_auth_server::OAuthServer::new(grpc::OAuth::new(app));
+        let routes = latchkey_shared::grpc::also_guarded(routes, oauth, &deps, keys.clone());
         Ok(latchkey_shared::grpc::with_describe(
             routes,
             SERVICE_NAME,
@@ -146,6 +152,15 @@ fn follow_teams(deps: &Deps, db: &Database, stop: latchkey_shared::shutdown::Shu
             tracing::error!(error = %e, "auth consumer stopped");
         }
     });
+}
+
+/// The client for OAuth providers: a provider that hangs cannot hold a sign-in for long, and
+/// redirects are not followed (a token endpoint has no business redirecting).
+fn oauth_http() -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?)
 }
 
 /// Operator functions for the `latchkey` CLI (80 §1), straight against the database.

@@ -71,18 +71,26 @@ pub async fn check(
     key: &str,
     now: i64,
 ) -> Result<Access> {
+    check_hash(store, project_id, kind, &hash_secret(key), now).await
+}
+
+/// `check` for a key known only by its hash (an OAuth flow re-checks the key it started with).
+pub async fn check_hash(
+    store: &dyn ProjectStore,
+    project_id: Uuid,
+    kind: KeyKind,
+    hash: &str,
+    now: i64,
+) -> Result<Access> {
     if store.project(project_id).await?.is_none() {
         return Ok(Access::ProjectNotFound);
     }
-    let hash = hash_secret(key);
-    let Some(set) = store.key_set_by_hash(project_id, kind, &hash).await? else {
+    let Some(set) = store.key_set_by_hash(project_id, kind, hash).await? else {
         return Ok(Access::KeyInvalid);
     };
     // The look-up already matched on the hash; comparing again in constant time keeps the
     // decision itself free of data-dependent branches on secret material.
-    let matches = set
-        .hash_of(kind)
-        .is_some_and(|h| constant_time_eq(h, &hash));
+    let matches = set.hash_of(kind).is_some_and(|h| constant_time_eq(h, hash));
     let live = set.revoked_at_millis.is_none() && set.expires_at_millis.is_none_or(|e| e > now);
     Ok(if matches && live {
         Access::Granted

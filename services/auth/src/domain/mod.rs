@@ -1,11 +1,16 @@
 //! Rules of the auth service. Functions take the stores and clients they need (`App`).
 
 pub mod keys;
+pub mod mail;
+pub mod mfa;
+pub mod oauth;
+pub mod otp;
 pub mod passwords;
 pub mod projects;
 pub mod sessions;
 pub mod settings;
 pub mod signing;
 pub mod tokens;
+pub mod totp;
 pub mod user_write;
 pub mod users;

@@ -5,12 +5,13 @@ use std::sync::{Arc, OnceLock};
 
 use latchkey_proto::contacts::v1 as contacts;
 use latchkey_shared::codes;
+use latchkey_shared::email;
 use latchkey_shared::error::ErrorCode;
 use latchkey_shared::grpc::Context;
-use latchkey_shared::{email, urls};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use super::mail::{auth_user, mail_override, require_trusted};
 use super::sessions::{self, Tokens};
 use super::settings::Settings;
 use super::user_write::password_len;
@@ -58,18 +59,9 @@ fn check_new(password: &str, settings: &Settings) -> Result<()> {
             ErrorCode::PasswordTooShort,
             format!("The password must be at least {min} characters."),
         )
-        .with_min_length(min));
+        .with_details(json!({ "min_length": min })));
     }
     check_common(password, settings)
-}
-
-impl Error {
-    fn with_min_length(self, min: u32) -> Self {
-        match self {
-            Error::Coded(c) => Error::Coded(c.with_details(json!({ "min_length": min }))),
-            other => other,
-        }
-    }
 }
 
 fn require_credential(settings: &Settings) -> Result<()> {
@@ -81,30 +73,6 @@ fn require_credential(settings: &Settings) -> Result<()> {
             "Password authentication is not enabled.",
         ))
     }
-}
-
-fn require_trusted(url: &str, settings: &Settings) -> Result<()> {
-    let domains: Vec<String> = settings.domains.iter().map(|d| d.domain.clone()).collect();
-    if url.contains(' ') || url::Url::parse(url).is_err() {
-        return Err(Error::Invalid(
-            "the URL must be absolute and contain no spaces".into(),
-        ));
-    }
-    if urls::is_trusted(url, settings.allow_localhost, &domains) {
-        Ok(())
-    } else {
-        Err(coded(
-            ErrorCode::RedirectUrlNotWhitelisted,
-            "The URL is not trusted by the project.",
-        ))
-    }
-}
-
-fn mail_override(settings: &Settings) -> Option<contacts::MailSettings> {
-    settings.email.as_ref().map(|e| contacts::MailSettings {
-        smtp_url: e.smtp_url.clone(),
-        from: e.from.clone(),
-    })
 }
 
 /// `POST /auth/password/sign-up` (10 §1.4.1).
@@ -143,21 +111,7 @@ pub async fn sign_up(
     let mut row = users::new_row(ctx.project_id, user_id, now);
     row.password_hash = Some(app.passwords.hash(password).await?);
 
-    // Saga: reserve the address in contacts, then create the user; release it on failure.
-    let channel_id = Uuid::now_v7();
-    let reserve = contacts::CreateChannelRequest {
-        id: channel_id.to_string(),
-        user_id: user_id.to_string(),
-        value: address.clone(),
-        used_for_auth: true,
-        is_verified: false,
-        is_primary: true,
-        check_user: false,
-    };
-    app.contacts()
-        .create_channel(app.to_service(ctx, reserve))
-        .await
-        .map_err(|s| users::email_taken(s, &address))?;
+    let channel_id = users::reserve_email(app, ctx, user_id, &address, false, true).await?;
     let (session, refresh_token) = sessions::new_session(
         ctx.project_id,
         user_id,
@@ -198,19 +152,6 @@ fn mismatch() -> Error {
     )
 }
 
-/// The user signing in with this address, if any.
-async fn auth_user(app: &App, ctx: &Context, address: &str) -> Result<Option<Uuid>> {
-    let request = contacts::FindAuthChannelRequest {
-        email: address.to_owned(),
-    };
-    let found = app
-        .contacts()
-        .find_auth_channel(app.to_service(ctx, request))
-        .await?
-        .into_inner();
-    Ok(found.channel.and_then(|c| Uuid::parse_str(&c.user_id).ok()))
-}
-
 /// `POST /auth/password/sign-in` (10 §1.4.2). Unknown e-mail, no password and wrong password
 /// answer alike, after the same hashing work.
 pub async fn sign_in(
@@ -236,9 +177,8 @@ pub async fn sign_in(
     let Some(row) = row.filter(|_| matches) else {
         return Err(mismatch());
     };
-    let user = users::get(app, ctx, row.id).await?;
-    let tokens = sessions::open(app, ctx, &user, sessions::DEFAULT_LIFETIME_MILLIS, false).await?;
-    Ok((user, tokens))
+    let signed_in = super::mfa::sign_in(app, ctx, row.id, false).await?;
+    Ok((signed_in.user, signed_in.tokens))
 }
 
 /// `POST /auth/password/update`: ends every other session (all of them without a refresh token).
@@ -427,9 +367,11 @@ pub async fn reset(app: &App, ctx: &Context, code: &str, password: &str) -> Resu
     app.codes.consume(ctx.project_id, &found).await?;
     row.password_hash = Some(app.passwords.hash(password).await?);
     let channels = users::channels_of(app, ctx, &[user_id]).await?;
+    let oauth = users::oauth_of(app, ctx, &[user_id]).await?;
     let user = users::view(
         &row,
-        channels.get(&user_id).map_or(&[][..], Vec::as_slice),
+        users::of(&channels, &user_id),
+        users::of(&oauth, &user_id),
         &settings,
     );
     let event =

@@ -35,6 +35,19 @@ pub struct UserWrite {
     pub restricted_by_admin_private_details: Change<String>,
     pub country_code: Change<String>,
     pub risk_scores: Option<(i32, i32)>,
+    /// Base64 of the raw TOTP secret, canonicalised.
+    pub totp_secret: Change<String>,
+    /// Provider accounts to link at creation (20 §1.1, `oauth_providers`).
+    pub oauth_providers: Vec<LinkedAccount>,
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkedAccount {
+    pub id: String,
+    pub account_id: String,
+    #[serde(default)]
+    pub email: Option<String>,
 }
 
 const CLIENT_UPDATE: &[&str] = &[
@@ -72,6 +85,23 @@ fn allowed(mode: Mode, key: &str) -> bool {
         }
         Mode::ServerUpdate => CLIENT_UPDATE.contains(&key) || SERVER_ONLY.contains(&key),
     }
+}
+
+/// A TOTP secret as sent (10 §3.1): base64 of 10 to 64 raw bytes (Stack's SDK sends 20), or
+/// null to switch TOTP off.
+fn totp_secret(v: &Value) -> Result<Option<String>> {
+    use base64::Engine;
+    let Some(text) = string_or_null("totp_secret_base64", v)? else {
+        return Ok(None);
+    };
+    let engine = base64::engine::general_purpose::STANDARD;
+    let bytes = engine
+        .decode(text.trim())
+        .map_err(|_| schema("totp_secret_base64 must be base64"))?;
+    if !(10..=64).contains(&bytes.len()) {
+        return Err(schema("totp_secret_base64 must hold 10 to 64 bytes"));
+    }
+    Ok(Some(engine.encode(bytes)))
 }
 
 fn schema(msg: impl Into<String>) -> Error {
@@ -150,13 +180,7 @@ impl UserWrite {
                     w.profile_image_url = Some(profile_image(string_or_null(key, v)?, mode)?)
                 }
                 "otp_auth_enabled" => w.otp_auth_enabled = Some(bool_of(key, v)?),
-                // TOTP is enabled together with MFA sign-in, so that no sign-in path can skip the
-                // second factor; until then only `null` (off) is accepted.
-                "totp_secret_base64" if !v.is_null() => {
-                    return Err(Error::BadRequest(
-                        "TOTP multi-factor authentication is not available yet".into(),
-                    ));
-                }
+                "totp_secret_base64" => w.totp_secret = Some(totp_secret(v)?),
                 "password" => {
                     let p = string_or_null(key, v)?;
                     if p.as_deref().is_some_and(|p| password_len(p) > 70) {
@@ -204,10 +228,9 @@ impl UserWrite {
                     w.country_code = Some(code);
                 }
                 "risk_scores" => w.risk_scores = Some(parse_risk(v)?),
-                "oauth_providers" if !v.as_array().is_some_and(Vec::is_empty) => {
-                    return Err(Error::BadRequest(
-                        "oauth_providers: no OAuth provider is configured for linking".into(),
-                    ));
+                "oauth_providers" => {
+                    w.oauth_providers = serde_json::from_value(v.clone())
+                        .map_err(|e| schema(format!("oauth_providers: {e}")))?
                 }
                 _ => {}
             }

@@ -16,6 +16,7 @@ use super::user_write::{Mode, UserWrite};
 use crate::app::App;
 use crate::error::{coded, Error, Result};
 use crate::store::accounts::{Revoke, UserRow};
+use crate::store::oauth::OAuthAccount;
 use crate::store::StoreError;
 
 pub fn not_found(id: Uuid) -> Error {
@@ -53,8 +54,34 @@ fn metadata(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or(Value::Null)
 }
 
-/// The server read shape (20 §1.1), from the user row and its channels.
-pub fn view(row: &UserRow, channels: &[contacts::Channel], settings: &Settings) -> Value {
+/// Provider records of `users` (all of the project's when more than one), keyed by user.
+pub async fn oauth_of(
+    app: &App,
+    ctx: &Context,
+    users: &[Uuid],
+) -> Result<HashMap<Uuid, Vec<OAuthAccount>>> {
+    let records = match users {
+        [one] => app.oauth.of_user(ctx.project_id, *one).await?,
+        _ => app.oauth.of_project(ctx.project_id).await?,
+    };
+    let mut by_user: HashMap<Uuid, Vec<OAuthAccount>> = HashMap::new();
+    for r in records {
+        by_user.entry(r.user_id).or_default().push(r);
+    }
+    Ok(by_user)
+}
+
+pub fn of<'a, T>(map: &'a HashMap<Uuid, Vec<T>>, id: &Uuid) -> &'a [T] {
+    map.get(id).map_or(&[][..], Vec::as_slice)
+}
+
+/// The server read shape (20 §1.1), from the user row, its channels and provider records.
+pub fn view(
+    row: &UserRow,
+    channels: &[contacts::Channel],
+    oauth: &[OAuthAccount],
+    settings: &Settings,
+) -> Value {
     let primary = channels.iter().find(|c| c.is_primary);
     let verified = primary.is_some_and(|c| c.is_verified);
     let restricted_reason = if settings.require_email_verification && !verified {
@@ -77,14 +104,16 @@ pub fn view(row: &UserRow, channels: &[contacts::Channel], settings: &Settings) 
         "has_password": has_password,
         "otp_auth_enabled": row.otp_auth_enabled,
         "auth_with_email": has_password || row.otp_auth_enabled,
-        "requires_totp_mfa": false,
+        "requires_totp_mfa": row.totp_secret.is_some(),
         "passkey_auth_enabled": false,
         "client_metadata": metadata(&row.client_metadata),
         "client_read_only_metadata": metadata(&row.client_read_only_metadata),
         "server_metadata": metadata(&row.server_metadata),
         "selected_team_id": row.selected_team_id,
         "selected_team": null,
-        "oauth_providers": [],
+        "oauth_providers": oauth.iter().map(|r| json!({
+            "id": r.provider_id, "account_id": r.account_id, "email": r.email,
+        })).collect::<Vec<_>>(),
         "is_anonymous": false,
         "is_restricted": restricted_reason.is_some(),
         "restricted_reason": restricted_reason.map(|t| json!({ "type": t })),
@@ -105,11 +134,8 @@ pub async fn get(app: &App, ctx: &Context, id: Uuid) -> Result<Value> {
         .await?
         .ok_or_else(|| not_found(id))?;
     let channels = channels_of(app, ctx, &[id]).await?;
-    let mut user = [view(
-        &row,
-        channels.get(&id).map_or(&[][..], Vec::as_slice),
-        &settings,
-    )];
+    let oauth = oauth_of(app, ctx, &[id]).await?;
+    let mut user = [view(&row, of(&channels, &id), of(&oauth, &id), &settings)];
     with_selected_teams(app, ctx, &mut user).await?;
     let [user] = user;
     Ok(user)
@@ -121,16 +147,11 @@ pub async fn get_many(app: &App, ctx: &Context, ids: &[Uuid]) -> Result<Vec<Valu
     let rows = app.accounts.users(ctx.project_id).await?;
     let by_id: HashMap<Uuid, &UserRow> = rows.iter().map(|r| (r.id, r)).collect();
     let channels = channels_of(app, ctx, ids).await?;
+    let oauth = oauth_of(app, ctx, ids).await?;
     let mut users: Vec<Value> = ids
         .iter()
         .filter_map(|id| by_id.get(id))
-        .map(|r| {
-            view(
-                r,
-                channels.get(&r.id).map_or(&[][..], Vec::as_slice),
-                &settings,
-            )
-        })
+        .map(|r| view(r, of(&channels, &r.id), of(&oauth, &r.id), &settings))
         .collect();
     with_selected_teams(app, ctx, &mut users).await?;
     Ok(users)
@@ -157,6 +178,7 @@ pub fn new_row(project: Uuid, id: Uuid, now: i64) -> UserRow {
         risk_score_free_trial_abuse: 0,
         signed_up_at_millis: now,
         last_active_at_millis: now,
+        totp_secret: None,
     }
 }
 
@@ -222,6 +244,9 @@ async fn apply(
     if let Some(v) = &w.country_code {
         row.country_code = v.clone();
     }
+    if let Some(secret) = &w.totp_secret {
+        row.totp_secret = secret.clone();
+    }
     if let Some((bot, abuse)) = w.risk_scores {
         row.risk_score_bot = bot;
         row.risk_score_free_trial_abuse = abuse;
@@ -241,15 +266,6 @@ async fn apply(
         password_changed = true;
     }
     Ok(password_changed)
-}
-
-impl Error {
-    fn with_details(self, details: Value) -> Self {
-        match self {
-            Error::Coded(c) => Error::Coded(c.with_details(details)),
-            other => other,
-        }
-    }
 }
 
 /// Contacts' "used for auth by someone else" is a taken e-mail on user paths.
@@ -293,25 +309,63 @@ pub async fn create(app: &App, ctx: &Context, body: &Value) -> Result<Value> {
     let id = Uuid::now_v7();
     let mut row = new_row(ctx.project_id, id, now);
     apply(app, ctx, &mut row, &w, &settings).await?;
-    let channel_id = Uuid::now_v7();
-    if let Some(email) = &email {
-        let request = contacts::CreateChannelRequest {
-            id: channel_id.to_string(),
-            user_id: id.to_string(),
-            value: email.clone(),
-            used_for_auth: w.primary_email_auth_enabled.unwrap_or(false),
-            is_verified: w.primary_email_verified.unwrap_or(false),
-            is_primary: true,
-            check_user: false,
-        };
-        app.contacts()
-            .create_channel(app.to_service(ctx, request))
-            .await
-            .map_err(|s| email_taken(s, email))?;
+    for linked in &w.oauth_providers {
+        if !settings.oauth_providers.iter().any(|p| p.id == linked.id) {
+            return Err(Error::BadRequest(format!(
+                "oauth_providers: provider {} is not configured",
+                linked.id
+            )));
+        }
     }
-    finish_create(app, ctx, row, &settings, email.map(|_| channel_id), None)
+    let channel = match &email {
+        Some(email) => Some(
+            reserve_email(
+                app,
+                ctx,
+                id,
+                email,
+                w.primary_email_verified.unwrap_or(false),
+                w.primary_email_auth_enabled.unwrap_or(false),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let (user, _) = finish_create(app, ctx, row, &settings, channel, None).await?;
+    if w.oauth_providers.is_empty() {
+        return Ok(user);
+    }
+    for linked in &w.oauth_providers {
+        super::oauth::records::link_on_create(app, ctx, &settings, id, linked).await?;
+    }
+    get(app, ctx, id).await
+}
+
+/// Reserves `address` as the primary channel of a user about to be created: the first step of
+/// the creation saga, undone by `finish_create` if the user cannot be written.
+pub async fn reserve_email(
+    app: &App,
+    ctx: &Context,
+    user_id: Uuid,
+    address: &str,
+    verified: bool,
+    used_for_auth: bool,
+) -> Result<Uuid> {
+    let channel_id = Uuid::now_v7();
+    let reserve = contacts::CreateChannelRequest {
+        id: channel_id.to_string(),
+        user_id: user_id.to_string(),
+        value: address.to_owned(),
+        used_for_auth,
+        is_verified: verified,
+        is_primary: true,
+        check_user: false,
+    };
+    app.contacts()
+        .create_channel(app.to_service(ctx, reserve))
         .await
-        .map(|(user, _)| user)
+        .map_err(|s| email_taken(s, address))?;
+    Ok(channel_id)
 }
 
 /// Second half of every user creation: inserts the row (with an optional first session) and
@@ -326,11 +380,7 @@ pub async fn finish_create(
     session: Option<crate::store::accounts::NewSession>,
 ) -> Result<(Value, Option<crate::store::accounts::NewSession>)> {
     let channels = channels_of(app, ctx, &[row.id]).await?;
-    let user = view(
-        &row,
-        channels.get(&row.id).map_or(&[][..], Vec::as_slice),
-        settings,
-    );
+    let user = view(&row, of(&channels, &row.id), &[], settings);
     let event = Event::new("user.created", ctx.project_id, app.now(), user.clone());
     if let Err(e) = app
         .accounts
@@ -462,7 +512,8 @@ pub async fn update(app: &App, ctx: &Context, id: Uuid, body: &Value, mode: Mode
             .into_inner()
             .items;
     }
-    let mut user = [view(&row, &channels, &settings)];
+    let oauth = oauth_of(app, ctx, &[row.id]).await?;
+    let mut user = [view(&row, &channels, of(&oauth, &row.id), &settings)];
     with_selected_teams(app, ctx, &mut user).await?;
     let [user] = user;
     let event = Event::new("user.updated", ctx.project_id, app.now(), user.clone());
@@ -607,15 +658,10 @@ pub async fn list(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>
     } else {
         channels_of(app, ctx, &[]).await?
     };
+    let oauth = oauth_of(app, ctx, &[]).await?;
     let mut users: Vec<Value> = rows
         .iter()
-        .map(|r| {
-            view(
-                r,
-                channels.get(&r.id).map_or(&[][..], Vec::as_slice),
-                &settings,
-            )
-        })
+        .map(|r| view(r, of(&channels, &r.id), of(&oauth, &r.id), &settings))
         .filter(|u| q.include_restricted || u["is_restricted"] == false)
         .collect();
     if let Some(cursor) = q.cursor {

@@ -1,8 +1,10 @@
-//! The auth service's gRPC APIs: `Projects` and `Users`. Each method turns the request into a
+//! The auth service's gRPC APIs: `Projects`, `Users` and `OAuth`. Each method turns the request into a
 //! domain call and the result back into proto messages.
 
+pub mod oauth;
 pub mod projects;
 pub mod users;
 
+pub use oauth::OAuth;
 pub use projects::{created_project_to_pb, Projects};
 pub use users::Users;

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::app::App;
 use crate::domain::sessions::{self, Tokens};
 use crate::domain::user_write::Mode;
-use crate::domain::{passwords, users};
+use crate::domain::{mfa, otp, passwords, users};
 use crate::error::{coded, Error};
 
 pub struct Users {
@@ -26,11 +26,11 @@ impl Users {
     }
 }
 
-fn uuid(text: &str, what: &str) -> Result<Uuid, Error> {
+pub(super) fn uuid(text: &str, what: &str) -> Result<Uuid, Error> {
     Uuid::parse_str(text).map_err(|_| Error::Invalid(format!("{what} is not a UUID")))
 }
 
-fn optional_uuid(text: Option<&str>, what: &str) -> Result<Option<Uuid>, Error> {
+pub(super) fn optional_uuid(text: Option<&str>, what: &str) -> Result<Option<Uuid>, Error> {
     text.map(|t| uuid(t, what)).transpose()
 }
 
@@ -43,17 +43,17 @@ fn result(tokens: Tokens, user: &Value, is_new_user: bool) -> Response<pb::SignI
     })
 }
 
-fn user_json(user: Value) -> Response<pb::UserJson> {
+pub(super) fn user_json(user: Value) -> Response<pb::UserJson> {
     Response::new(pb::UserJson {
         json: user.to_string(),
     })
 }
 
-fn body(text: &str) -> Result<Value, Error> {
+pub(super) fn body(text: &str) -> Result<Value, Error> {
     serde_json::from_str(text).map_err(|e| Error::Invalid(e.to_string()))
 }
 
-fn empty() -> Response<pb::Empty> {
+pub(super) fn empty() -> Response<pb::Empty> {
     Response::new(pb::Empty {})
 }
 
@@ -147,6 +147,47 @@ impl pb::users_server::Users for Users {
         let ctx = Context::read(request.metadata())?;
         passwords::check_reset_code(&self.app, &ctx, &request.get_ref().code).await?;
         Ok(empty())
+    }
+
+    #[tracing::instrument(name = "auth.send_sign_in_code", skip_all)]
+    async fn send_sign_in_code(
+        &self,
+        request: Request<pb::SendSignInCodeRequest>,
+    ) -> Result<Response<pb::SendSignInCodeResponse>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.get_ref();
+        let nonce = otp::send_code(&self.app, &ctx, &req.email, &req.callback_url).await?;
+        Ok(Response::new(pb::SendSignInCodeResponse { nonce }))
+    }
+
+    async fn check_sign_in_code(
+        &self,
+        request: Request<pb::CodeRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        otp::check_code(&self.app, &ctx, &request.get_ref().code).await?;
+        Ok(empty())
+    }
+
+    #[tracing::instrument(name = "auth.otp_sign_in", skip_all)]
+    async fn otp_sign_in(
+        &self,
+        request: Request<pb::CodeRequest>,
+    ) -> Result<Response<pb::SignInResult>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let done = otp::sign_in(&self.app, &ctx, &request.get_ref().code).await?;
+        Ok(result(done.tokens, &done.user, done.is_new_user))
+    }
+
+    #[tracing::instrument(name = "auth.mfa_sign_in", skip_all)]
+    async fn mfa_sign_in(
+        &self,
+        request: Request<pb::MfaSignInRequest>,
+    ) -> Result<Response<pb::SignInResult>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.get_ref();
+        let done = mfa::verify(&self.app, &ctx, &req.code, &req.totp).await?;
+        Ok(result(done.tokens, &done.user, done.is_new_user))
     }
 
     async fn create_session(

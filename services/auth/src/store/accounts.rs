@@ -30,12 +30,15 @@ pub struct UserRow {
     pub risk_score_free_trial_abuse: i32,
     pub signed_up_at_millis: i64,
     pub last_active_at_millis: i64,
+    /// Base64 of the raw TOTP secret; set means MFA is required (10 §3).
+    pub totp_secret: Option<String>,
 }
 
 const USER_COLUMNS: &str = "project_id, id, display_name, profile_image_url, client_metadata, \
     client_read_only_metadata, server_metadata, password_hash, otp_auth_enabled, selected_team_id, \
     restricted_by_admin, restricted_by_admin_reason, restricted_by_admin_private_details, \
-    country_code, risk_score_bot, risk_score_free_trial_abuse, signed_up_at_millis, last_active_at_millis";
+    country_code, risk_score_bot, risk_score_free_trial_abuse, signed_up_at_millis, last_active_at_millis, \
+    totp_secret";
 
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct SessionRow {
@@ -83,8 +86,9 @@ macro_rules! insert_user_sql {
         "INSERT INTO users (project_id, id, display_name, profile_image_url, client_metadata, \
          client_read_only_metadata, server_metadata, password_hash, otp_auth_enabled, selected_team_id, \
          restricted_by_admin, restricted_by_admin_reason, restricted_by_admin_private_details, \
-         country_code, risk_score_bot, risk_score_free_trial_abuse, signed_up_at_millis, last_active_at_millis) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+         country_code, risk_score_bot, risk_score_free_trial_abuse, signed_up_at_millis, last_active_at_millis, \
+         totp_secret) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
     };
 }
 
@@ -109,7 +113,7 @@ impl Accounts {
                 .bind(u.restricted_by_admin).bind(&u.restricted_by_admin_reason)
                 .bind(&u.restricted_by_admin_private_details).bind(&u.country_code)
                 .bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
-                .bind(u.signed_up_at_millis).bind(u.last_active_at_millis)
+                .bind(u.signed_up_at_millis).bind(u.last_active_at_millis).bind(&u.totp_secret)
                 .execute(&mut *tx).await?;
             if let Some(s) = session {
                 insert_session!(&mut *tx, s);
@@ -153,14 +157,14 @@ impl Accounts {
                  otp_auth_enabled = $7, selected_team_id = $8, restricted_by_admin = $9, \
                  restricted_by_admin_reason = $10, restricted_by_admin_private_details = $11, \
                  country_code = $12, risk_score_bot = $13, risk_score_free_trial_abuse = $14, \
-                 last_active_at_millis = $15 WHERE project_id = $16 AND id = $17",
+                 last_active_at_millis = $15, totp_secret = $16 WHERE project_id = $17 AND id = $18",
             )
             .bind(&u.display_name).bind(&u.profile_image_url).bind(&u.client_metadata)
             .bind(&u.client_read_only_metadata).bind(&u.server_metadata).bind(&u.password_hash)
             .bind(u.otp_auth_enabled).bind(u.selected_team_id).bind(u.restricted_by_admin)
             .bind(&u.restricted_by_admin_reason).bind(&u.restricted_by_admin_private_details)
             .bind(&u.country_code).bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
-            .bind(u.last_active_at_millis).bind(u.project_id).bind(u.id)
+            .bind(u.last_active_at_millis).bind(&u.totp_secret).bind(u.project_id).bind(u.id)
             .execute(&mut *tx).await?;
             if done.rows_affected() == 0 {
                 return Err(StoreError::NotFound);
@@ -186,6 +190,21 @@ impl Accounts {
             ids
         });
         Ok(revoked)
+    }
+
+    /// Records `step` as the user's last accepted TOTP step; false when it (or a later one) was
+    /// accepted before, so that one code cannot sign in twice, even concurrently.
+    pub async fn claim_totp_step(
+        &self,
+        project: Uuid,
+        user: Uuid,
+        step: i64,
+    ) -> Result<bool, StoreError> {
+        let sql = "UPDATE users SET totp_last_step = $1 WHERE project_id = $2 AND id = $3 \
+                   AND (totp_last_step IS NULL OR totp_last_step < $1)";
+        let done = with_pool!(&self.db, pool => sqlx::query(sql)
+            .bind(step).bind(project).bind(user).execute(pool).await?.rows_affected());
+        Ok(done == 1)
     }
 
     /// Deletes a user (sessions and tokens go with it) and enqueues `events`.

@@ -5,6 +5,7 @@
 pub mod accounts;
 #[cfg(test)]
 mod contract;
+pub mod oauth;
 mod sql;
 
 use uuid::Uuid;

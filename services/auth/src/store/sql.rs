@@ -10,7 +10,7 @@ const KEY_SET_COLUMNS: &str = "project_id, id, description, created_at_millis, e
      revoked_at_millis, client_key_hash, client_key_last_four, server_key_hash, \
      server_key_last_four, admin_key_hash, admin_key_last_four";
 
-fn conflict_or_db(e: sqlx::Error) -> StoreError {
+pub(super) fn conflict_or_db(e: sqlx::Error) -> StoreError {
     if latchkey_shared::db::is_unique_violation(&e) {
         StoreError::Conflict
     } else {
