@@ -4,8 +4,9 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::routes::{
-    auth_mfa, auth_otp, auth_password, auth_sessions, contact_channels, internal, permissions,
-    projects, root, team_invitations, team_member_profiles, teams, users,
+    auth_mfa, auth_otp, auth_password, auth_sessions, contact_channels, internal, oauth,
+    oauth_providers, permissions, projects, root, team_invitations, team_member_profiles, teams,
+    users,
 };
 
 #[derive(OpenApi)]
@@ -36,6 +37,17 @@ use crate::routes::{
         auth_otp::sign_in,
         auth_otp::check,
         auth_mfa::sign_in,
+        oauth::authorize,
+        oauth::callback_get,
+        oauth::callback_post,
+        oauth::token,
+        oauth_providers::list,
+        oauth_providers::create,
+        oauth_providers::get,
+        oauth_providers::update,
+        oauth_providers::delete,
+        oauth_providers::connected,
+        oauth_providers::access_token,
         auth_sessions::list,
         auth_sessions::create,
         auth_sessions::delete,

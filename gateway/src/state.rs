@@ -15,6 +15,9 @@ pub use latchkey_shared::grpc::AuthClient;
 pub type UsersClient = latchkey_proto::auth::v1::users_client::UsersClient<
     tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
 >;
+pub type OAuthClient = latchkey_proto::auth::v1::o_auth_client::OAuthClient<
+    tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
+>;
 pub type TeamsClient = latchkey_proto::teams::v1::teams_client::TeamsClient<
     tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
 >;
@@ -45,6 +48,7 @@ pub struct Inner {
     pub config: GatewayConfig,
     pub auth: AuthClient,
     pub users: UsersClient,
+    pub oauth: OAuthClient,
     pub contacts: ContactsClient,
     pub teams: TeamsClient,
     pub revocations: crate::access::revocations::Revocations,
@@ -66,6 +70,10 @@ impl AppState {
         let auth_channel = lazy_channel(&config.auth_addr)?;
         let auth = ProjectsClient::with_interceptor(auth_channel.clone(), caller.clone());
         let users = latchkey_proto::auth::v1::users_client::UsersClient::with_interceptor(
+            auth_channel.clone(),
+            caller.clone(),
+        );
+        let oauth = latchkey_proto::auth::v1::o_auth_client::OAuthClient::with_interceptor(
             auth_channel.clone(),
             caller.clone(),
         );
@@ -99,6 +107,7 @@ impl AppState {
             metrics: Metrics::default(),
             auth,
             users,
+            oauth,
             contacts,
             teams,
             revocations,

@@ -7,6 +7,8 @@ pub mod auth_sessions;
 pub mod contact_channels;
 pub mod health;
 pub mod internal;
+pub mod oauth;
+pub mod oauth_providers;
 pub mod permissions;
 pub mod projects;
 pub mod root;
@@ -97,6 +99,33 @@ fn auth_routes() -> Router<AppState> {
         .route("/api/v1/auth/otp/sign-in", post(auth_otp::sign_in))
         .route("/api/v1/auth/otp/sign-in/check-code", post(auth_otp::check))
         .route("/api/v1/auth/mfa/sign-in", post(auth_mfa::sign_in))
+        .route(
+            "/api/v1/auth/oauth/authorize/{provider_id}",
+            get(oauth::authorize),
+        )
+        .route(
+            "/api/v1/auth/oauth/callback/{provider_id}",
+            get(oauth::callback_get).post(oauth::callback_post),
+        )
+        .route("/api/v1/auth/oauth/token", post(oauth::token))
+        .route(
+            "/api/v1/oauth-providers",
+            get(oauth_providers::list).post(oauth_providers::create),
+        )
+        .route(
+            "/api/v1/oauth-providers/{user_id}/{provider_id}",
+            get(oauth_providers::get)
+                .patch(oauth_providers::update)
+                .delete(oauth_providers::delete),
+        )
+        .route(
+            "/api/v1/connected-accounts/{user_id}",
+            get(oauth_providers::connected),
+        )
+        .route(
+            "/api/v1/connected-accounts/{user_id}/{provider_id}/access-token",
+            post(oauth_providers::access_token),
+        )
 }
 
 fn user_routes() -> Router<AppState> {

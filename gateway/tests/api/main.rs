@@ -12,6 +12,8 @@ mod cli;
 mod contact_channels;
 mod grpc;
 mod invitations;
+mod oauth;
+mod oauth_mock;
 mod permissions;
 mod projects;
 mod sign_in_codes;
