@@ -179,6 +179,13 @@ fn provider_settings(mock: &MockProvider) -> Value {
         "oauth_providers": [{
             "id": "mock", "type": "oidc", "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
             "issuer": mock.issuer, "allow_connected_accounts": true,
+        }, {
+            // A named type whose endpoints the deployment points elsewhere (80 §9).
+            "id": "gh", "type": "github", "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
+            "authorization_endpoint": format!("{}/authorize", mock.issuer),
+            "token_endpoint": format!("{}/token", mock.issuer),
+            "userinfo_endpoint": format!("{}/userinfo", mock.issuer),
+            "account_id_field": "sub",
         }],
     })
 }
@@ -224,6 +231,14 @@ both_modes!(
             user["oauth_providers"],
             json!([{ "id": "mock", "account_id": "sub-1", "email": address }])
         );
+
+        // A named provider type with overridden endpoints: another record on another user.
+        mock.sign_in_as(Identity::new("gh-1", &email("gh"), true));
+        let named = Flow::new(app).sign_in("gh").await;
+        assert_eq!(named["body"]["is_new_user"], true, "{named}");
+        let gh_user = me(app, &named["body"]["access_token"]).await;
+        assert_eq!(gh_user["oauth_providers"][0]["id"], "gh");
+        mock.sign_in_as(Identity::new("sub-1", &address, true));
 
         // The same provider account signs in to the same user.
         let again = Flow::new(app).sign_in("mock").await;
@@ -585,6 +600,9 @@ both_modes!(
         let path = format!("/api/v1/oauth-providers/{user_id}/{record_id}");
         let as_server = ok(send(app.as_("server", Method::GET, &path)).await, 200).await;
         assert_eq!(as_server["account_id"], "acct-1");
+        for secret_field in ["access_token", "refresh_token"] {
+            assert!(as_server.get(secret_field).is_none(), "{as_server}");
+        }
 
         // Connected accounts hand out the stored provider token, refreshed when it runs out.
         let connected = ok(
