@@ -18,3 +18,6 @@ if cargo tree -p latchkey-proto -e normal --prefix none 2>/dev/null | grep -q '^
 fi
 echo "== cargo test"
 cargo test --workspace
+# Tests that stop the shared RabbitMQ would disturb the others, so they run afterwards, alone.
+echo "== cargo test (broker-restart tier)"
+cargo test -p latchkey-gateway --test api -- --ignored --test-threads=1

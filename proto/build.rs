@@ -9,6 +9,7 @@ const PROTOS: &[&str] = &[
     "latchkey/contacts/v1/contacts.proto",
     "latchkey/teams/v1/teams.proto",
     "latchkey/events/v1/events.proto",
+    "latchkey/webhooks/v1/webhooks.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -73,6 +73,11 @@ async fn main() -> anyhow::Result<()> {
         mail: Default::default(),
         max_body_bytes: 1 << 20,
         key_cache_ttl: Duration::from_secs(2),
+        webhooks: latchkey_webhooks::Config {
+            database_url: String::new(),
+            retry_schedule: latchkey_webhooks::default_schedule(),
+            url_policy: latchkey_webhooks::UrlPolicy::EMBEDDED,
+        },
     })
     .await?;
     let project = running

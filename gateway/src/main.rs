@@ -10,6 +10,7 @@ use latchkey_gateway::system::{self, Databases, SystemConfig};
 use latchkey_gateway::{AppState, GatewayConfig};
 use latchkey_shared::config::Common;
 use latchkey_shared::grpc::Deps;
+use latchkey_webhooks::UrlPolicy;
 use serde_json::json;
 
 #[derive(Parser)]
@@ -50,6 +51,9 @@ struct Cli {
 
     #[command(flatten)]
     databases: DatabaseArgs,
+
+    #[command(flatten)]
+    webhooks: WebhookArgs,
 
     #[command(flatten)]
     common: Common,
@@ -100,6 +104,48 @@ struct DatabaseArgs {
         global = true
     )]
     webhooks_database_url: Option<String>,
+}
+
+/// Webhook delivery. The URL rules default to the mode: the embedded system allows plain http
+/// and loopback receivers, `serve webhooks` only https to public addresses.
+#[derive(clap::Args)]
+struct WebhookArgs {
+    /// Seconds to wait after each failed attempt, comma-separated (fractions allowed); one
+    /// attempt more than entries. Default: 5,300,1800,7200,18000,36000,36000.
+    #[arg(long, env = "LATCHKEY_WEBHOOK_RETRY_SCHEDULE", global = true)]
+    webhook_retry_schedule: Option<String>,
+    /// Allow `http://` receiver URLs.
+    #[arg(long, env = "LATCHKEY_WEBHOOK_ALLOW_HTTP", global = true)]
+    webhook_allow_http: Option<bool>,
+    /// Allow receivers on loopback addresses.
+    #[arg(long, env = "LATCHKEY_WEBHOOK_ALLOW_LOOPBACK", global = true)]
+    webhook_allow_loopback: Option<bool>,
+    /// Allow receivers on private, link-local and CGNAT addresses.
+    #[arg(long, env = "LATCHKEY_WEBHOOK_ALLOW_PRIVATE", global = true)]
+    webhook_allow_private: Option<bool>,
+}
+
+impl WebhookArgs {
+    fn config(
+        &self,
+        database_url: String,
+        base: UrlPolicy,
+    ) -> anyhow::Result<latchkey_webhooks::Config> {
+        let retry_schedule = match &self.webhook_retry_schedule {
+            Some(text) => latchkey_webhooks::parse_schedule(text)
+                .map_err(|e| anyhow::anyhow!("LATCHKEY_WEBHOOK_RETRY_SCHEDULE: {e}"))?,
+            None => latchkey_webhooks::default_schedule(),
+        };
+        Ok(latchkey_webhooks::Config {
+            database_url,
+            retry_schedule,
+            url_policy: UrlPolicy {
+                allow_http: self.webhook_allow_http.unwrap_or(base.allow_http),
+                allow_loopback: self.webhook_allow_loopback.unwrap_or(base.allow_loopback),
+                allow_private: self.webhook_allow_private.unwrap_or(base.allow_private),
+            },
+        })
+    }
 }
 
 #[derive(Subcommand)]
@@ -273,9 +319,7 @@ async fn main() -> anyhow::Result<()> {
                 }
                 Component::Webhooks => {
                     latchkey_webhooks::serve(
-                        latchkey_webhooks::Config {
-                            database_url: dbs.webhooks,
-                        },
+                        cli.webhooks.config(dbs.webhooks, UrlPolicy::STRICT)?,
                         deps,
                         listener,
                         stop,
@@ -342,6 +386,7 @@ async fn embedded(cli: &Cli) -> anyhow::Result<()> {
         mail: cli.mail(),
         max_body_bytes: cli.max_body_bytes,
         key_cache_ttl: Duration::from_secs(2),
+        webhooks: cli.webhooks.config(String::new(), UrlPolicy::EMBEDDED)?,
     })
     .await?;
     let project_file = cli.data_dir.join("project.json");

@@ -6,7 +6,7 @@ use utoipa::OpenApi;
 use crate::routes::{
     auth_mfa, auth_otp, auth_password, auth_sessions, contact_channels, internal, oauth,
     oauth_providers, permissions, projects, root, team_invitations, team_member_profiles, teams,
-    users,
+    users, webhook_endpoints,
 };
 
 #[derive(OpenApi)]
@@ -48,6 +48,14 @@ use crate::routes::{
         oauth_providers::delete,
         oauth_providers::connected,
         oauth_providers::access_token,
+        webhook_endpoints::list,
+        webhook_endpoints::create,
+        webhook_endpoints::update,
+        webhook_endpoints::delete,
+        webhook_endpoints::rotate,
+        webhook_endpoints::test,
+        webhook_endpoints::deliveries,
+        webhook_endpoints::replay,
         auth_sessions::list,
         auth_sessions::create,
         auth_sessions::delete,

@@ -18,6 +18,9 @@ pub type UsersClient = latchkey_proto::auth::v1::users_client::UsersClient<
 pub type OAuthClient = latchkey_proto::auth::v1::o_auth_client::OAuthClient<
     tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
 >;
+pub type WebhooksClient = latchkey_proto::webhooks::v1::webhooks_client::WebhooksClient<
+    tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
+>;
 pub type TeamsClient = latchkey_proto::teams::v1::teams_client::TeamsClient<
     tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
 >;
@@ -51,6 +54,7 @@ pub struct Inner {
     pub oauth: OAuthClient,
     pub contacts: ContactsClient,
     pub teams: TeamsClient,
+    pub webhooks: WebhooksClient,
     pub revocations: crate::access::revocations::Revocations,
     /// Channels for readiness checks, one per service.
     pub health: Vec<(&'static str, Channel)>,
@@ -95,12 +99,18 @@ impl AppState {
                 "no event bus: ended sessions' access tokens stay valid until they expire"
             ),
         }
+        let webhooks_channel = lazy_channel(&config.webhooks_addr)?;
         let health = vec![
             ("auth", auth_channel),
             ("teams", teams_channel),
             ("contacts", contacts_channel),
-            ("webhooks", lazy_channel(&config.webhooks_addr)?),
+            ("webhooks", webhooks_channel.clone()),
         ];
+        let webhooks =
+            latchkey_proto::webhooks::v1::webhooks_client::WebhooksClient::with_interceptor(
+                webhooks_channel,
+                PresentCaller::new(&config.internal_token)?,
+            );
         Ok(Self(Arc::new(Inner {
             access: AccessChecker::new(auth.clone(), config.key_cache_ttl),
             tokens: TokenVerifier::new(auth.clone(), config.public_url.clone()),
@@ -110,6 +120,7 @@ impl AppState {
             oauth,
             contacts,
             teams,
+            webhooks,
             revocations,
             health,
             config,

@@ -51,6 +51,8 @@ pub struct SystemConfig {
     pub mail: latchkey_contacts::MailConfig,
     pub max_body_bytes: usize,
     pub key_cache_ttl: Duration,
+    /// Delivery settings; its `database_url` is replaced by `databases.webhooks`.
+    pub webhooks: latchkey_webhooks::Config,
 }
 
 /// A running system; dropping it does not stop it, `shutdown` does.
@@ -154,6 +156,7 @@ pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
     start_service!("contacts", latchkey_contacts, contacts, contacts_l);
     let webhooks = latchkey_webhooks::Config {
         database_url: dbs.webhooks.clone(),
+        ..cfg.webhooks.clone()
     };
     start_service!("webhooks", latchkey_webhooks, webhooks, webhooks_l);
 

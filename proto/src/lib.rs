@@ -27,6 +27,11 @@ pub mod events {
         tonic::include_proto!("latchkey.events.v1");
     }
 }
+pub mod webhooks {
+    pub mod v1 {
+        tonic::include_proto!("latchkey.webhooks.v1");
+    }
+}
 
 /// Descriptor set of every package, served by gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("latchkey_descriptor");

@@ -16,6 +16,7 @@ pub mod team_invitations;
 pub mod team_member_profiles;
 pub mod teams;
 pub mod users;
+pub mod webhook_endpoints;
 
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, patch, post};
@@ -49,6 +50,7 @@ pub fn api(state: AppState) -> Router<AppState> {
             patch(internal::update_api_key),
         )
         .route("/api/v1/internal/emails", get(internal::list_emails))
+        .merge(webhook_routes())
         .merge(auth_routes())
         .merge(user_routes())
         .merge(contact_channel_routes())
@@ -238,4 +240,27 @@ pub fn operations() -> Router<AppState> {
         .route("/health/live", get(health::live))
         .route("/health/ready", get(health::ready))
         .route("/metrics", get(health::metrics))
+}
+
+fn webhook_routes() -> Router<AppState> {
+    use webhook_endpoints as we;
+    Router::new()
+        .route("/api/v1/webhook-endpoints", get(we::list).post(we::create))
+        .route(
+            "/api/v1/webhook-endpoints/{id}",
+            patch(we::update).delete(we::delete),
+        )
+        .route(
+            "/api/v1/webhook-endpoints/{id}/rotate-secret",
+            post(we::rotate),
+        )
+        .route("/api/v1/webhook-endpoints/{id}/test", post(we::test))
+        .route(
+            "/api/v1/webhook-endpoints/{id}/deliveries",
+            get(we::deliveries),
+        )
+        .route(
+            "/api/v1/webhook-endpoints/{id}/deliveries/{message_id}/replay",
+            post(we::replay),
+        )
 }

@@ -43,6 +43,9 @@ macro_rules! both_modes {
 }
 pub(crate) use both_modes;
 
+/// Webhook retries in tests: seven short waits, eight attempts, as in production but fast.
+pub const RETRY_SCHEDULE: &str = "0.2,0.2,0.2,0.2,0.2,0.2,0.2";
+
 #[derive(Debug, Clone)]
 pub struct Project {
     pub id: String,
@@ -54,7 +57,12 @@ pub struct Project {
 /// The system under test: in this process (embedded), or one OS process per component.
 enum Stack {
     InProcess(Running),
-    Processes(Vec<std::process::Child>),
+    /// The children, and the environment and addresses to start one again with.
+    Processes(
+        Vec<(&'static str, std::process::Child)>,
+        Vec<(String, String)>,
+        Vec<(&'static str, String)>,
+    ),
 }
 
 pub struct TestApp {
@@ -106,6 +114,14 @@ impl TestApp {
                         },
                         max_body_bytes: 64 * 1024,
                         key_cache_ttl: Duration::from_secs(2),
+                        webhooks: latchkey_webhooks::Config {
+                            database_url: String::new(),
+                            retry_schedule: expect(
+                                latchkey_webhooks::parse_schedule(RETRY_SCHEDULE),
+                                "schedule",
+                            ),
+                            url_policy: latchkey_webhooks::UrlPolicy::EMBEDDED,
+                        },
                     })
                     .await,
                     "system start",
@@ -191,22 +207,15 @@ impl TestApp {
         let http_addr = free_port();
         env.push(("LATCHKEY_HTTP_ADDR".into(), http_addr.clone()));
         env.push(("LATCHKEY_MAX_BODY_BYTES".into(), (64 * 1024).to_string()));
+        env.push((
+            "LATCHKEY_WEBHOOK_RETRY_SCHEDULE".into(),
+            RETRY_SCHEDULE.into(),
+        ));
+        env.push(("LATCHKEY_WEBHOOK_ALLOW_HTTP".into(), "true".into()));
+        env.push(("LATCHKEY_WEBHOOK_ALLOW_LOOPBACK".into(), "true".into()));
         let mut children = Vec::new();
         for component in ["auth", "teams", "contacts", "webhooks", "gateway"] {
-            let log = expect(
-                std::fs::File::create(dir.join(format!("{component}.log"))),
-                "log file",
-            );
-            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_latchkey"));
-            cmd.arg("serve")
-                .arg(component)
-                .envs(env.iter().map(|(k, v)| (k, v)))
-                .env("LATCHKEY_DATA_DIR", dir);
-            if let Some((_, addr)) = grpc.iter().find(|(n, _)| *n == component) {
-                cmd.env("LATCHKEY_GRPC_ADDR", addr);
-            }
-            cmd.stdout(std::process::Stdio::null()).stderr(log);
-            children.push(expect(cmd.spawn(), "spawn latchkey serve"));
+            children.push((component, spawn_component(component, &env, &grpc, dir)));
         }
         let base = format!("http://{http_addr}");
         let client = reqwest::Client::new();
@@ -221,7 +230,7 @@ impl TestApp {
                 break;
             }
             if std::time::Instant::now() > deadline {
-                for c in &mut children {
+                for (_, c) in &mut children {
                     let _ = c.kill();
                 }
                 let logs: Vec<String> = ["auth", "teams", "contacts", "webhooks", "gateway"]
@@ -244,7 +253,7 @@ impl TestApp {
         let bus: latchkey_shared::events::SharedBus =
             std::sync::Arc::new(latchkey_shared::events::amqp::AmqpBus::new(amqp_url));
         (
-            Stack::Processes(children),
+            Stack::Processes(children, env, grpc.clone()),
             base,
             grpc,
             SecretString::from(token),
@@ -375,17 +384,14 @@ impl TestApp {
     pub async fn finish(mut self) {
         match self.stack.take() {
             Some(Stack::InProcess(running)) => expect(running.shutdown().await, "clean shutdown"),
-            Some(Stack::Processes(children)) => {
-                for child in &children {
+            Some(Stack::Processes(children, _, _)) => {
+                for (_, child) in &children {
                     let _ = std::process::Command::new("kill")
                         .arg("-TERM")
                         .arg(child.id().to_string())
                         .status();
                 }
-                for (mut child, name) in children
-                    .into_iter()
-                    .zip(["auth", "teams", "contacts", "webhooks", "gateway"])
-                {
+                for (name, mut child) in children {
                     let status = tokio::task::spawn_blocking(move || child.wait()).await;
                     let ok = matches!(status, Ok(Ok(s)) if s.success());
                     let log = std::fs::read_to_string(self.dir.path().join(format!("{name}.log")))
@@ -437,12 +443,55 @@ pub async fn assert_error(res: Response, status: u16, code: &str) -> Value {
 impl Drop for TestApp {
     /// A failed test must not leave component processes behind.
     fn drop(&mut self) {
-        if let Some(Stack::Processes(children)) = &mut self.stack {
-            for child in children {
+        if let Some(Stack::Processes(children, _, _)) = &mut self.stack {
+            for (_, child) in children {
                 let _ = child.kill();
                 let _ = child.wait();
             }
         }
+    }
+}
+
+fn spawn_component(
+    component: &str,
+    env: &[(String, String)],
+    grpc: &[(&'static str, String)],
+    dir: &std::path::Path,
+) -> std::process::Child {
+    let log = expect(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(format!("{component}.log"))),
+        "log file",
+    );
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_latchkey"));
+    cmd.arg("serve")
+        .arg(component)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("LATCHKEY_DATA_DIR", dir);
+    if let Some((_, addr)) = grpc.iter().find(|(n, _)| *n == component) {
+        cmd.env("LATCHKEY_GRPC_ADDR", addr);
+    }
+    cmd.stdout(std::process::Stdio::null()).stderr(log);
+    expect(cmd.spawn(), "spawn latchkey serve")
+}
+
+impl TestApp {
+    /// Distributed mode: kills a component with SIGKILL (no clean shutdown) and starts it
+    /// again on the same address; false in embedded mode.
+    pub fn kill_and_restart(&mut self, component: &str) -> bool {
+        let dir = self.dir.path().to_owned();
+        let Some(Stack::Processes(children, env, grpc)) = &mut self.stack else {
+            return false;
+        };
+        let Some(slot) = children.iter_mut().find(|(n, _)| *n == component) else {
+            return false;
+        };
+        let _ = slot.1.kill();
+        let _ = slot.1.wait();
+        slot.1 = spawn_component(component, env, grpc, &dir);
+        true
     }
 }
 

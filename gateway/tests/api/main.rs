@@ -16,6 +16,8 @@ mod oauth;
 mod oauth_mock;
 mod permissions;
 mod projects;
+mod receiver;
 mod sign_in_codes;
 mod teams;
 mod users;
+mod webhooks;

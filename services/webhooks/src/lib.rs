@@ -1,11 +1,33 @@
-//! The webhooks service: owns and migrates its database, relays its outbox, answers gRPC health,
-//! reflection and `latchkey.common.v1.Service`. Its own API arrives with its issue.
+//! The webhooks service: consumes every public change event from its own durable queue, fans
+//! each out to the project's interested endpoints, and delivers them signed (Standard Webhooks),
+//! retried on a schedule and recorded (60 §3, 80 §7). Serves the endpoint admin API over gRPC.
 
+mod delivery;
+mod endpoints;
+mod error;
+mod fanout;
+mod grpc;
+mod signing;
+mod store;
+pub mod url_policy;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use latchkey_proto::webhooks::v1::webhooks_server::WebhooksServer;
 use latchkey_shared::db::{Database, Migrations};
+use latchkey_shared::events::consume::{self, Dedupe, Handler};
+use latchkey_shared::events::PUBLIC_TYPES;
 use latchkey_shared::grpc::Deps;
+use tokio::sync::Notify;
 
-/// The name health reports on.
-pub const SERVICE_NAME: &str = "latchkey.webhooks.v1";
+pub use delivery::{default_schedule, parse_schedule};
+pub use url_policy::UrlPolicy;
+
+/// The gRPC service name health reports on.
+pub const SERVICE_NAME: &str = "latchkey.webhooks.v1.Webhooks";
+/// The durable queue this service consumes.
+const QUEUE: &str = "latchkey.webhooks";
 
 static MIGRATIONS: Migrations = Migrations {
     postgres: &sqlx::migrate!("migrations/postgres"),
@@ -16,6 +38,10 @@ static MIGRATIONS: Migrations = Migrations {
 pub struct Config {
     /// `postgres://…` or `sqlite://…` for this service's own database.
     pub database_url: String,
+    /// Waits between attempts (`LATCHKEY_WEBHOOK_RETRY_SCHEDULE`).
+    pub retry_schedule: Vec<Duration>,
+    /// Which receiver URLs may be registered and called.
+    pub url_policy: UrlPolicy,
 }
 
 pub async fn migrate(database_url: &str) -> anyhow::Result<()> {
@@ -26,21 +52,74 @@ pub async fn migrate(database_url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Migrates the database, then serves gRPC on `listener` until `shutdown` resolves.
+/// Migrates the database, then serves gRPC, consumes events and delivers them until `shutdown`.
 pub async fn serve(
     cfg: Config,
     deps: Deps,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let url = &cfg.database_url;
-    latchkey_shared::grpc::run_describe_only(
+    let routes = |db: Database, stop: latchkey_shared::shutdown::Shutdown| {
+        let store = store::Store::new(db.clone());
+        let wake = Arc::new(Notify::new());
+        let fanout: Arc<dyn Handler> = Arc::new(fanout::Fanout {
+            store: store.clone(),
+            clock: deps.clock.clone(),
+            wake: wake.clone(),
+        });
+        let dedupe = Dedupe::new(db.clone(), QUEUE, deps.clock.clone());
+        let bus = deps.bus.clone();
+        let consumer_stop = stop.clone();
+        tokio::spawn(async move {
+            if let Err(e) = consume::run(
+                bus,
+                QUEUE,
+                &PUBLIC_TYPES,
+                dedupe,
+                fanout,
+                consumer_stop.wait(),
+            )
+            .await
+            {
+                tracing::error!(error = %e, "webhooks consumer stopped");
+            }
+        });
+        let worker = Arc::new(delivery::Worker::new(
+            store.clone(),
+            cfg.url_policy,
+            cfg.retry_schedule.clone(),
+            deps.clock.clone(),
+            wake.clone(),
+        )?);
+        tokio::spawn(worker.run(stop.wait()));
+        let endpoints = endpoints::Endpoints {
+            store,
+            policy: cfg.url_policy,
+            clock: deps.clock.clone(),
+            wake,
+        };
+        let keys = deps.remote_server_keys()?;
+        let routes = latchkey_shared::grpc::guarded(
+            WebhooksServer::new(grpc::Service(Arc::new(endpoints))),
+            &deps,
+            keys.clone(),
+        );
+        Ok(latchkey_shared::grpc::with_describe(
+            routes,
+            SERVICE_NAME,
+            db,
+            &deps,
+            keys,
+        ))
+    };
+    latchkey_shared::grpc::run_service(
         SERVICE_NAME,
         MIGRATIONS,
-        url,
+        &cfg.database_url,
         &deps,
         listener,
         shutdown,
+        routes,
     )
     .await
 }
