@@ -3,7 +3,8 @@
 //!
 //! - raw argon2id verifications per second (same parameters, one task per core),
 //! - password sign-ins per second through the gateway (HTTP, gRPC, argon2, session, token),
-//! - `GET /users/me` requests per second with a valid access token.
+//! - `GET /users/me` requests per second with a valid access token, with rate limits off and
+//!   with them on and counted in Redis (`LATCHKEY_BENCH_REDIS_URL`, default local Redis).
 //!
 //! Run with `cargo bench -p latchkey-gateway --bench accounts` (optionally `-- --seconds N`).
 
@@ -11,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use latchkey_gateway::limits::RateLimitConfig;
 use latchkey_gateway::system::{self, Databases, SystemConfig};
 use latchkey_shared::password::Passwords;
 use serde_json::{json, Value};
@@ -60,10 +62,16 @@ where
     done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let duration = Duration::from_secs(seconds());
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+/// A running embedded system with one project and one signed-up user.
+struct Stack {
+    running: system::Running,
+    project: latchkey_proto::auth::v1::CreatedProject,
+    base: String,
+    token: String,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(rate_limits: RateLimitConfig) -> anyhow::Result<Stack> {
     let dir = tempfile::tempdir()?;
     let running = system::start(SystemConfig {
         http_addr: "127.0.0.1:0".into(),
@@ -78,6 +86,7 @@ async fn main() -> anyhow::Result<()> {
             retry_schedule: latchkey_webhooks::default_schedule(),
             url_policy: latchkey_webhooks::UrlPolicy::EMBEDDED,
         },
+        rate_limits,
     })
     .await?;
     let project = running
@@ -88,29 +97,99 @@ async fn main() -> anyhow::Result<()> {
         .await?
         .into_inner();
     let base = format!("http://{}/api/v1", running.http_addr);
-    let http = reqwest::Client::new();
-    let client = {
-        let (http, project) = (http.clone(), project.clone());
-        move |method: reqwest::Method, path: &str| {
-            http.request(method, format!("{base}{path}"))
-                .header("x-service-access-type", "client")
-                .header("x-service-project-id", &project.project_id)
-                .header(
-                    "x-service-publishable-client-key",
-                    &project.publishable_client_key,
-                )
-        }
+    let mut stack = Stack {
+        running,
+        project,
+        base,
+        token: String::new(),
+        _dir: dir,
     };
-    let signed_up: Value = client(reqwest::Method::POST, "/auth/password/sign-up")
+    // Limits high enough that the load measures the limiter's cost, not its refusals.
+    let high = json!({ "limit": 1_000_000_000u32, "window_seconds": 60 });
+    stack
+        .request("admin", reqwest::Method::PATCH, "/internal/project")
+        .json(&json!({ "rate_limits": { "client_general": high, "client_auth_sensitive": high } }))
+        .send()
+        .await?
+        .error_for_status()?;
+    let signed_up: Value = stack
+        .request("client", reqwest::Method::POST, "/auth/password/sign-up")
         .json(&json!({ "email": "bench@example.com", "password": PASSWORD }))
         .send()
         .await?
         .json()
         .await?;
-    let token = signed_up["access_token"]
+    stack.token = signed_up["access_token"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
+    // Project limits are cached for two seconds; let the raised ones apply.
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    Ok(stack)
+}
+
+impl Stack {
+    fn request(
+        &self,
+        access: &str,
+        method: reqwest::Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
+        let p = &self.project;
+        let (header, key) = match access {
+            "client" => (
+                "x-service-publishable-client-key",
+                &p.publishable_client_key,
+            ),
+            _ => (
+                "x-service-super-secret-admin-key",
+                &p.super_secret_admin_key,
+            ),
+        };
+        reqwest::Client::new()
+            .request(method, format!("{}{path}", self.base))
+            .header("x-service-access-type", access)
+            .header("x-service-project-id", &p.project_id)
+            .header(header, key)
+    }
+
+    /// `GET /users/me` requests per second.
+    async fn reads(&self, duration: Duration) -> f64 {
+        let http = reqwest::Client::new();
+        let (base, p, token) = (self.base.clone(), self.project.clone(), self.token.clone());
+        rate(64, duration, move || {
+            let req = http
+                .get(format!("{base}/users/me"))
+                .header("x-service-access-type", "client")
+                .header("x-service-project-id", &p.project_id)
+                .header(
+                    "x-service-publishable-client-key",
+                    &p.publishable_client_key,
+                )
+                .header("x-service-access-token", &token);
+            async move { req.send().await.is_ok_and(|r| r.status() == 200) }
+        })
+        .await
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let duration = Duration::from_secs(seconds());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let off = start(RateLimitConfig {
+        enabled: false,
+        ..RateLimitConfig::local()
+    })
+    .await?;
+    let redis_url = std::env::var("LATCHKEY_BENCH_REDIS_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let on = start(RateLimitConfig {
+        redis_url: Some(redis_url),
+        key_prefix: format!("bench-{}:", std::process::id()),
+        ..RateLimitConfig::local()
+    })
+    .await?;
 
     println!(
         "Latchkey accounts benchmark: {cores} cores, {}s per scenario, embedded mode (SQLite)",
@@ -126,23 +205,46 @@ async fn main() -> anyhow::Result<()> {
     .await;
     println!("  raw argon2id verifications (m=19456 KiB, t=2, p=1):  {raw:>9.1} /s");
 
-    let sign_in = client.clone();
+    // Sign-ins run without limits: the per-account guess limit would refuse them after ten.
+    let sign_in = off.request("client", reqwest::Method::POST, "/auth/password/sign-in");
     let sign_ins = rate(cores * 4, duration, move || {
-        let req = sign_in(reqwest::Method::POST, "/auth/password/sign-in")
-            .json(&json!({ "email": "bench@example.com", "password": PASSWORD }));
-        async move { req.send().await.is_ok_and(|r| r.status() == 200) }
+        let req = sign_in
+            .try_clone()
+            .map(|r| r.json(&json!({ "email": "bench@example.com", "password": PASSWORD })));
+        async move {
+            match req {
+                Some(req) => req.send().await.is_ok_and(|r| r.status() == 200),
+                None => false,
+            }
+        }
     })
     .await;
     println!("  password sign-ins through the gateway:               {sign_ins:>9.1} /s  ({:.0}% of raw)", 100.0 * sign_ins / raw);
 
-    let me = client.clone();
-    let reads = rate(64, duration, move || {
-        let req = me(reqwest::Method::GET, "/users/me").header("x-service-access-token", &token);
-        async move { req.send().await.is_ok_and(|r| r.status() == 200) }
-    })
-    .await;
-    println!("  GET /users/me with a valid access token:             {reads:>9.1} /s");
+    let reads_off = off.reads(duration).await;
+    println!("  GET /users/me, rate limits off:                      {reads_off:>9.1} /s");
+    let reads_on = on.reads(duration).await;
+    println!(
+        "  GET /users/me, rate limits on (Redis) + revocation:  {reads_on:>9.1} /s  ({:.0}% of off)",
+        100.0 * reads_on / reads_off
+    );
+    let redis = redis::Client::open(
+        std::env::var("LATCHKEY_BENCH_REDIS_URL")
+            .unwrap_or_else(|_| "redis://127.0.0.1:6379".into()),
+    )?;
+    let mut conn = redis.get_multiplexed_async_connection().await?;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("bench-{}:*", std::process::id()))
+        .query_async(&mut conn)
+        .await?;
+    if !keys.is_empty() {
+        redis::cmd("DEL")
+            .arg(keys)
+            .query_async::<()>(&mut conn)
+            .await?;
+    }
 
-    running.shutdown().await?;
+    on.running.shutdown().await?;
+    off.running.shutdown().await?;
     Ok(())
 }

@@ -16,6 +16,40 @@ pub struct Json<T>(pub T);
 /// The body as parsed JSON, for routes that pass a document through (settings).
 pub struct JsonValue(pub Value);
 
+/// Deepest nesting of arrays and objects a body may have; nothing in the API needs more.
+pub const MAX_JSON_DEPTH: usize = 32;
+
+/// Refuses bodies nested deeper than `MAX_JSON_DEPTH` before parsing them, so a deep document
+/// costs one linear scan and no recursion.
+fn check_depth(bytes: &[u8]) -> Result<(), ApiError> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_JSON_DEPTH {
+                    return Err(ApiError::body_parsing(format!(
+                        "The JSON body is nested deeper than {MAX_JSON_DEPTH} levels."
+                    )));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Value, ApiError> {
     let content_type = request
         .headers()
@@ -35,6 +69,7 @@ async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Value,
         _ if bytes.is_empty() => return Err(ApiError::schema("A JSON object body is required.")),
         // A text/plain body is parsed as JSON too (80 §11.19).
         None | Some("application/json") | Some("text/plain") => {
+            check_depth(&bytes)?;
             serde_json::from_slice::<Value>(&bytes)
                 .map_err(|e| ApiError::body_parsing(format!("Malformed JSON: {e}")))?
         }
@@ -94,3 +129,17 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoQuery {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_nesting_outside_strings_only() {
+        let deep = "[".repeat(MAX_JSON_DEPTH + 1);
+        assert!(check_depth(deep.as_bytes()).is_err());
+        assert!(check_depth("[".repeat(MAX_JSON_DEPTH).as_bytes()).is_ok());
+        let quoted = format!("{{\"a\": \"{}\\\"{}\"}}", "[".repeat(100), "{".repeat(100));
+        assert!(check_depth(quoted.as_bytes()).is_ok(), "{quoted}");
+    }
+}

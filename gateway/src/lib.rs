@@ -8,6 +8,8 @@ pub mod access;
 pub mod error;
 /// Strict JSON body and query extractors.
 pub mod extract;
+/// Rate limits: buckets, Redis and local counters, client addresses.
+pub mod limits;
 /// Prometheus metrics.
 pub mod metrics;
 /// The OpenAPI document.
@@ -144,15 +146,82 @@ fn cors(response: &mut Response) {
     );
 }
 
+/// A client must send its whole request head within this (slow-client protection).
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// And its body within this.
+const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// At most this many headers, in a head of at most `MAX_HEAD_BYTES`; more answers 431.
+const MAX_HEADERS: usize = 100;
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// In-flight requests get this long to finish after shutdown begins.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(25);
+
 /// Serves the gateway on `listener` until `shutdown` resolves, finishing in-flight requests.
+/// Connections are served by hyper directly so that header count and size and slow clients
+/// are bounded before a request reaches the router.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+
+    let app = router(state).layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+        BODY_READ_TIMEOUT,
+    ));
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_headers(MAX_HEADERS)
+        .max_buf_size(MAX_HEAD_BYTES);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(MAX_HEAD_BYTES as u32);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Out of descriptors and the like: pause rather than spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let service = tower::ServiceExt::map_request(
+            app.clone(),
+            move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                request
+            },
+        );
+        let connection = builder
+            .serve_connection_with_upgrades(
+                TokioIo::new(stream),
+                hyper_util::service::TowerToHyperService::new(service),
+            )
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
+    }
+    if tokio::time::timeout(DRAIN, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some connections were still open when the drain period ended");
+    }
     Ok(())
 }

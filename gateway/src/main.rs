@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use latchkey_gateway::limits::RateLimitConfig;
 use latchkey_gateway::system::{self, Databases, SystemConfig};
 use latchkey_gateway::{AppState, GatewayConfig};
 use latchkey_shared::config::Common;
@@ -54,6 +55,9 @@ struct Cli {
 
     #[command(flatten)]
     webhooks: WebhookArgs,
+
+    #[command(flatten)]
+    limits: LimitArgs,
 
     #[command(flatten)]
     common: Common,
@@ -144,6 +148,50 @@ impl WebhookArgs {
                 allow_loopback: self.webhook_allow_loopback.unwrap_or(base.allow_loopback),
                 allow_private: self.webhook_allow_private.unwrap_or(base.allow_private),
             },
+        })
+    }
+}
+
+/// Rate limits (70 §7).
+#[derive(clap::Args)]
+struct LimitArgs {
+    /// Redis shared by the gateways for rate limits (`redis://host:6379`). Unset: counted in
+    /// each gateway process.
+    #[arg(
+        long,
+        env = "LATCHKEY_REDIS_URL",
+        hide_env_values = true,
+        global = true
+    )]
+    redis_url: Option<String>,
+    /// Prefix of every Redis key the gateway writes.
+    #[arg(
+        long,
+        env = "LATCHKEY_REDIS_KEY_PREFIX",
+        default_value = "latchkey:",
+        global = true
+    )]
+    redis_key_prefix: String,
+    /// Proxies whose `X-Forwarded-For` is believed: addresses or CIDR ranges, comma-separated.
+    #[arg(long, env = "LATCHKEY_TRUSTED_PROXIES", global = true)]
+    trusted_proxies: Option<String>,
+    /// `off` disables rate limiting (for a deployment that limits in front of the gateway).
+    #[arg(long, env = "LATCHKEY_RATE_LIMITS", default_value = "on", value_parser = ["on", "off"], global = true)]
+    rate_limits: String,
+}
+
+impl LimitArgs {
+    fn config(&self, shared: bool) -> anyhow::Result<RateLimitConfig> {
+        let trusted_proxies = match &self.trusted_proxies {
+            Some(text) => latchkey_gateway::limits::client_ip::parse_trusted(text)
+                .map_err(|e| anyhow::anyhow!("LATCHKEY_TRUSTED_PROXIES: {e}"))?,
+            None => Vec::new(),
+        };
+        Ok(RateLimitConfig {
+            enabled: self.rate_limits == "on",
+            redis_url: self.redis_url.clone().filter(|_| shared),
+            key_prefix: self.redis_key_prefix.clone(),
+            trusted_proxies,
         })
     }
 }
@@ -255,6 +303,7 @@ async fn main() -> anyhow::Result<()> {
                         .unwrap_or_else(|| format!("http://{}", cli.http_addr)),
                     max_body_bytes: cli.max_body_bytes,
                     key_cache_ttl: Duration::from_secs(2),
+                    rate_limits: cli.limits.config(true)?,
                 };
                 let bus = match &cli.common.amqp_url {
                     Some(url) => Some(system::bus(Some(url)).await?),
@@ -387,6 +436,7 @@ async fn embedded(cli: &Cli) -> anyhow::Result<()> {
         max_body_bytes: cli.max_body_bytes,
         key_cache_ttl: Duration::from_secs(2),
         webhooks: cli.webhooks.config(String::new(), UrlPolicy::EMBEDDED)?,
+        rate_limits: cli.limits.config(true)?,
     })
     .await?;
     let project_file = cli.data_dir.join("project.json");

@@ -42,6 +42,7 @@ pub struct GatewayConfig {
     pub max_body_bytes: usize,
     /// How long a key check result is reused; revocation takes effect within this time.
     pub key_cache_ttl: Duration,
+    pub rate_limits: crate::limits::RateLimitConfig,
 }
 
 #[derive(Clone)]
@@ -61,6 +62,7 @@ pub struct Inner {
     pub access: AccessChecker,
     pub tokens: TokenVerifier,
     pub metrics: Metrics,
+    pub limits: crate::limits::RateLimits,
 }
 
 impl AppState {
@@ -115,6 +117,7 @@ impl AppState {
             access: AccessChecker::new(auth.clone(), config.key_cache_ttl),
             tokens: TokenVerifier::new(auth.clone(), config.public_url.clone()),
             metrics: Metrics::default(),
+            limits: crate::limits::RateLimits::new(config.rate_limits.clone())?,
             auth,
             users,
             oauth,

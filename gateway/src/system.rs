@@ -53,6 +53,7 @@ pub struct SystemConfig {
     pub key_cache_ttl: Duration,
     /// Delivery settings; its `database_url` is replaced by `databases.webhooks`.
     pub webhooks: latchkey_webhooks::Config,
+    pub rate_limits: crate::limits::RateLimitConfig,
 }
 
 /// A running system; dropping it does not stop it, `shutdown` does.
@@ -169,6 +170,7 @@ pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
         public_url,
         max_body_bytes: cfg.max_body_bytes,
         key_cache_ttl: cfg.key_cache_ttl,
+        rate_limits: cfg.rate_limits.clone(),
     };
     let state = AppState::new(gateway, Some(bus.clone()))?;
     let listener = http_listener;

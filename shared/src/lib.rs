@@ -22,6 +22,7 @@ pub mod grpc;
 pub mod headers;
 /// Profile image values.
 pub mod images;
+pub mod limits;
 /// Password hashing (argon2id, bcrypt import) off the async runtime.
 pub mod password;
 /// A shutdown signal many tasks can wait on.

@@ -95,6 +95,14 @@ impl Access {
 #[derive(Debug, Clone)]
 struct Validated(Option<Access>);
 
+/// The access a request was validated with (None: unauthenticated or not validated).
+pub fn of_request(request: &Request) -> Option<&Access> {
+    request
+        .extensions()
+        .get::<Validated>()
+        .and_then(|v| v.0.as_ref())
+}
+
 /// Middleware: validates the access headers and stores the outcome for the extractors.
 pub async fn validate(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
     let request_id = request.extensions().get::<RequestId>().map(|r| r.0.clone());

@@ -62,6 +62,6 @@ pub async fn metrics(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4",
         )],
-        app.metrics.render(),
+        app.metrics.render() + &app.limits.render(),
     )
 }

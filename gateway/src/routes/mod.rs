@@ -56,6 +56,7 @@ pub fn api(state: AppState) -> Router<AppState> {
         .merge(contact_channel_routes())
         .merge(team_routes())
         .merge(invitation_routes())
+        .route_layer(from_fn_with_state(state.clone(), crate::limits::enforce))
         .route_layer(from_fn_with_state(state, access::validate))
 }
 

@@ -43,6 +43,15 @@ macro_rules! both_modes {
 }
 pub(crate) use both_modes;
 
+/// The Redis the distributed stack shares (`LATCHKEY_TEST_REDIS_URL`).
+pub fn redis_url() -> String {
+    std::env::var("LATCHKEY_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// The test client is a trusted proxy, so tests can speak for other client addresses with
+/// `X-Forwarded-For`.
+pub const TRUSTED_PROXY: &str = "127.0.0.1";
+
 /// Webhook retries in tests: seven short waits, eight attempts, as in production but fast.
 pub const RETRY_SCHEDULE: &str = "0.2,0.2,0.2,0.2,0.2,0.2,0.2";
 
@@ -121,6 +130,13 @@ impl TestApp {
                                 "schedule",
                             ),
                             url_policy: latchkey_webhooks::UrlPolicy::EMBEDDED,
+                        },
+                        rate_limits: latchkey_gateway::limits::RateLimitConfig {
+                            trusted_proxies: expect(
+                                latchkey_gateway::limits::client_ip::parse_trusted(TRUSTED_PROXY),
+                                "proxies",
+                            ),
+                            ..latchkey_gateway::limits::RateLimitConfig::local()
                         },
                     })
                     .await,
@@ -206,6 +222,8 @@ impl TestApp {
         }
         let http_addr = free_port();
         env.push(("LATCHKEY_HTTP_ADDR".into(), http_addr.clone()));
+        // Every gateway of a deployment issues and accepts tokens under one public URL.
+        env.push(("LATCHKEY_PUBLIC_URL".into(), format!("http://{http_addr}")));
         env.push(("LATCHKEY_MAX_BODY_BYTES".into(), (64 * 1024).to_string()));
         env.push((
             "LATCHKEY_WEBHOOK_RETRY_SCHEDULE".into(),
@@ -213,6 +231,12 @@ impl TestApp {
         ));
         env.push(("LATCHKEY_WEBHOOK_ALLOW_HTTP".into(), "true".into()));
         env.push(("LATCHKEY_WEBHOOK_ALLOW_LOOPBACK".into(), "true".into()));
+        env.push(("LATCHKEY_REDIS_URL".into(), redis_url()));
+        env.push(("LATCHKEY_TRUSTED_PROXIES".into(), TRUSTED_PROXY.into()));
+        env.push((
+            "LATCHKEY_REDIS_KEY_PREFIX".into(),
+            format!("{}:", latchkey_shared::testing::unique("lk")),
+        ));
         let mut children = Vec::new();
         for component in ["auth", "teams", "contacts", "webhooks", "gateway"] {
             children.push((component, spawn_component(component, &env, &grpc, dir)));
@@ -384,7 +408,12 @@ impl TestApp {
     pub async fn finish(mut self) {
         match self.stack.take() {
             Some(Stack::InProcess(running)) => expect(running.shutdown().await, "clean shutdown"),
-            Some(Stack::Processes(children, _, _)) => {
+            Some(Stack::Processes(children, env, _)) => {
+                if let Some((_, prefix)) =
+                    env.iter().find(|(k, _)| k == "LATCHKEY_REDIS_KEY_PREFIX")
+                {
+                    drop_redis_keys(prefix).await;
+                }
                 for (_, child) in &children {
                     let _ = std::process::Command::new("kill")
                         .arg("-TERM")
@@ -452,7 +481,37 @@ impl Drop for TestApp {
     }
 }
 
+/// Removes a test's rate-limit keys; they would expire anyway, but a run leaves nothing behind.
+async fn drop_redis_keys(prefix: &str) {
+    let client = expect(redis::Client::open(redis_url()), "redis url");
+    let mut conn = expect(client.get_multiplexed_async_connection().await, "redis");
+    let keys: Vec<String> = expect(
+        redis::cmd("KEYS")
+            .arg(format!("{prefix}*"))
+            .query_async(&mut conn)
+            .await,
+        "redis keys",
+    );
+    if !keys.is_empty() {
+        let _: () = expect(
+            redis::cmd("DEL").arg(keys).query_async(&mut conn).await,
+            "redis del",
+        );
+    }
+}
+
 fn spawn_component(
+    component: &str,
+    env: &[(String, String)],
+    grpc: &[(&'static str, String)],
+    dir: &std::path::Path,
+) -> std::process::Child {
+    spawn_named(component, component, env, grpc, dir)
+}
+
+/// Starts `latchkey serve <component>`, logging to `<name>.log`.
+fn spawn_named(
+    name: &str,
     component: &str,
     env: &[(String, String)],
     grpc: &[(&'static str, String)],
@@ -462,7 +521,7 @@ fn spawn_component(
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(dir.join(format!("{component}.log"))),
+            .open(dir.join(format!("{name}.log"))),
         "log file",
     );
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_latchkey"));
@@ -478,6 +537,32 @@ fn spawn_component(
 }
 
 impl TestApp {
+    /// Distributed mode: a second gateway process beside the first, sharing its services,
+    /// broker and Redis; its base URL, once it is ready.
+    pub async fn second_gateway(&mut self) -> String {
+        let dir = self.dir.path().to_owned();
+        let Some(Stack::Processes(children, env, grpc)) = &mut self.stack else {
+            panic!("a second gateway needs the distributed stack");
+        };
+        let addr = free_port();
+        let mut env = env.clone();
+        env.retain(|(k, _)| k != "LATCHKEY_HTTP_ADDR");
+        env.push(("LATCHKEY_HTTP_ADDR".into(), addr.clone()));
+        children.push((
+            "gateway-2",
+            spawn_named("gateway-2", "gateway", &env, grpc, &dir),
+        ));
+        let base = format!("http://{addr}");
+        for _ in 0..300 {
+            let ready = self.http.get(format!("{base}/health/ready")).send().await;
+            if ready.is_ok_and(|r| r.status() == 200) {
+                return base;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the second gateway did not get ready");
+    }
+
     /// Distributed mode: kills a component with SIGKILL (no clean shutdown) and starts it
     /// again on the same address; false in embedded mode.
     pub fn kill_and_restart(&mut self, component: &str) -> bool {

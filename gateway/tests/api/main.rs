@@ -12,6 +12,7 @@ mod cli;
 mod contact_channels;
 mod grpc;
 mod invitations;
+mod limits;
 mod oauth;
 mod oauth_mock;
 mod permissions;

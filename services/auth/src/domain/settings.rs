@@ -7,13 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 /// Rate-limit buckets of 70 §7.1 and their defaults: (name, limit, window seconds).
-pub const RATE_LIMIT_BUCKETS: [(&str, u32, u32); 5] = [
-    ("client_general", 600, 60),
-    ("server_general", 6000, 60),
-    ("client_auth_sensitive", 100, 60),
-    ("email_sending", 60, 3600),
-    ("unauthenticated", 600, 60),
-];
+pub use latchkey_shared::limits::BUCKETS as RATE_LIMIT_BUCKETS;
 
 /// OAuth provider types with built-in endpoints, plus the generic ones of 80 §9.
 const PROVIDER_TYPES: [&str; 13] = [

@@ -1,0 +1,446 @@
+//! Rate limits (70 §7, DESIGN §6): each request is counted in the buckets it belongs to, with
+//! one atomic Redis call shared by every gateway, or this gateway's counters in embedded mode
+//! and while Redis cannot answer. On top of the per-IP buckets, password sign-in guesses are
+//! limited per account and per (account, IP), keyed on the address as typed so unknown
+//! addresses behave exactly like known ones.
+
+pub mod client_ip;
+mod local;
+mod redis;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use latchkey_proto::auth::v1 as pb;
+use latchkey_shared::grpc::Context;
+use latchkey_shared::headers::AccessType;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::access::Access;
+use crate::error::ApiError;
+use crate::state::{AppState, AuthClient};
+pub use client_ip::Net;
+
+/// How long a project's limits are reused; changes apply within this (80 §11.14 allows 5 s).
+const SETTINGS_TTL: Duration = Duration::from_secs(2);
+
+/// Guesses at one account's password: per (account, IP) and per account (issue 8).
+const GUESSES_PER_ACCOUNT_AND_IP: (u32, u32) = (10, 15 * 60);
+const GUESSES_PER_ACCOUNT: (u32, u32) = (100, 60 * 60);
+
+/// Client routes that authenticate, check codes or mail (70 §7.1 `client_auth_sensitive`).
+const AUTH_SENSITIVE: &[&str] = &[
+    "/api/v1/auth/password/sign-up",
+    "/api/v1/auth/password/sign-in",
+    "/api/v1/auth/password/update",
+    "/api/v1/auth/password/set",
+    "/api/v1/auth/password/send-reset-code",
+    "/api/v1/auth/password/reset",
+    "/api/v1/auth/password/reset/check-code",
+    "/api/v1/auth/otp/send-sign-in-code",
+    "/api/v1/auth/otp/sign-in",
+    "/api/v1/auth/otp/sign-in/check-code",
+    "/api/v1/auth/mfa/sign-in",
+    "/api/v1/contact-channels/verify",
+    "/api/v1/contact-channels/verify/check-code",
+    "/api/v1/contact-channels/send-verification-code",
+    "/api/v1/contact-channels/{user_id}/{contact_channel_id}/send-verification-code",
+    "/api/v1/team-invitations/send-code",
+    "/api/v1/team-invitations/accept",
+    "/api/v1/team-invitations/accept/details",
+    "/api/v1/team-invitations/accept/check-code",
+];
+
+/// Routes that send mail, with the body field naming the recipient (None: the path names it).
+const EMAIL_SENDING: &[(&str, Option<&str>)] = &[
+    ("/api/v1/auth/password/sign-up", Some("email")),
+    ("/api/v1/auth/password/send-reset-code", Some("email")),
+    ("/api/v1/auth/otp/send-sign-in-code", Some("email")),
+    (
+        "/api/v1/contact-channels/send-verification-code",
+        Some("email"),
+    ),
+    (
+        "/api/v1/contact-channels/{user_id}/{contact_channel_id}/send-verification-code",
+        None,
+    ),
+    ("/api/v1/team-invitations/send-code", Some("email")),
+];
+
+const SIGN_IN: &str = "/api/v1/auth/password/sign-in";
+
+/// One counter a request increments.
+struct Hit {
+    key: String,
+    limit: u32,
+    window_ms: u64,
+}
+
+/// A project's effective buckets: `None` = disabled.
+type Buckets = HashMap<String, Option<(u32, u32)>>;
+
+fn defaults() -> Buckets {
+    latchkey_shared::limits::BUCKETS
+        .iter()
+        .map(|(name, limit, window)| ((*name).to_owned(), Some((*limit, *window))))
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+pub struct RateLimitConfig {
+    /// Off for benchmarks and deployments that limit elsewhere.
+    pub enabled: bool,
+    pub redis_url: Option<String>,
+    pub key_prefix: String,
+    pub trusted_proxies: Vec<Net>,
+}
+
+pub struct RateLimits {
+    enabled: bool,
+    prefix: String,
+    trusted: Vec<Net>,
+    redis: Option<redis::RedisCounters>,
+    local: local::LocalCounters,
+    settings: Mutex<HashMap<Uuid, (Instant, Buckets)>>,
+    pub limited_total: AtomicU64,
+    pub fallback_total: AtomicU64,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
+impl RateLimitConfig {
+    /// Embedded mode: on, counted in this process.
+    pub fn local() -> Self {
+        Self {
+            enabled: true,
+            redis_url: None,
+            key_prefix: "latchkey:".into(),
+            trusted_proxies: Vec::new(),
+        }
+    }
+}
+
+impl RateLimits {
+    pub fn new(cfg: RateLimitConfig) -> anyhow::Result<Self> {
+        Ok(Self {
+            enabled: cfg.enabled,
+            prefix: cfg.key_prefix,
+            trusted: cfg.trusted_proxies,
+            redis: cfg
+                .redis_url
+                .as_deref()
+                .map(redis::RedisCounters::new)
+                .transpose()?,
+            local: local::LocalCounters::default(),
+            settings: Mutex::default(),
+            limited_total: AtomicU64::new(0),
+            fallback_total: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether Redis answered the last time it was asked (true without Redis).
+    pub fn redis_up(&self) -> bool {
+        self.redis
+            .as_ref()
+            .is_none_or(|r| r.up.load(Ordering::Relaxed))
+    }
+
+    /// Prometheus lines: requests refused, fallbacks to local counters, whether Redis answers.
+    pub fn render(&self) -> String {
+        format!(
+            "# HELP latchkey_rate_limited_total Requests answered 429.\n\
+             # TYPE latchkey_rate_limited_total counter\n\
+             latchkey_rate_limited_total {}\n\
+             # HELP latchkey_rate_limit_fallback_total Requests counted locally because Redis did not answer.\n\
+             # TYPE latchkey_rate_limit_fallback_total counter\n\
+             latchkey_rate_limit_fallback_total {}\n\
+             # HELP latchkey_rate_limit_redis_up Whether Redis answered the last rate-limit call.\n\
+             # TYPE latchkey_rate_limit_redis_up gauge\n\
+             latchkey_rate_limit_redis_up {}\n",
+            self.limited_total.load(Ordering::Relaxed),
+            self.fallback_total.load(Ordering::Relaxed),
+            u8::from(self.redis_up()),
+        )
+    }
+
+    /// Removes this gateway's keys from Redis (tests).
+    pub async fn clear(&self) -> anyhow::Result<()> {
+        if let Some(r) = &self.redis {
+            r.delete_prefix(&self.prefix).await?;
+        }
+        Ok(())
+    }
+
+    async fn buckets(&self, auth: &AuthClient, project: Uuid) -> Buckets {
+        if let Ok(cache) = self.settings.lock() {
+            if let Some((at, b)) = cache.get(&project) {
+                if at.elapsed() < SETTINGS_TTL {
+                    return b.clone();
+                }
+            }
+        }
+        let ctx = Context {
+            project_id: project,
+            access_type: AccessType::Admin,
+            user_id: None,
+            request_id: None,
+        };
+        let fetched = auth
+            .clone()
+            .get_internal_settings(ctx.request(pb::Empty {}))
+            .await;
+        let buckets = match fetched {
+            Ok(s) => parse_buckets(&s.into_inner().json),
+            // Settings unreachable: the defaults still protect; the request is not failed.
+            Err(e) => {
+                tracing::warn!(%project, error = %e, "project limits unavailable; using defaults");
+                defaults()
+            }
+        };
+        if let Ok(mut cache) = self.settings.lock() {
+            cache.insert(project, (Instant::now(), buckets.clone()));
+        }
+        buckets
+    }
+
+    fn hit(&self, buckets: &Buckets, bucket: &str, subject: &str, now: u64) -> Option<Hit> {
+        let (limit, window_s) = (*buckets.get(bucket)?)?;
+        Some(self.fixed(bucket, subject, limit, window_s, now))
+    }
+
+    fn fixed(&self, bucket: &str, subject: &str, limit: u32, window_s: u32, now: u64) -> Hit {
+        let window_ms = u64::from(window_s.max(1)) * 1000;
+        let start = now - now % window_ms;
+        Hit {
+            key: format!("{}{bucket}:{subject}:{start}", self.prefix),
+            limit,
+            window_ms,
+        }
+    }
+
+    /// Counts the request in its hits, unless one is full: then the full one with the longest
+    /// wait, as (limit, seconds to reset).
+    async fn count(&self, hits: &[Hit], now: u64) -> Option<(u32, u64)> {
+        if hits.is_empty() {
+            return None;
+        }
+        let remote: Vec<(String, u64, u64)> = hits
+            .iter()
+            .map(|h| (h.key.clone(), u64::from(h.limit), h.window_ms))
+            .collect();
+        let (counted, counts) = match &self.redis {
+            Some(r) => match r.count(&remote).await {
+                Some(outcome) => outcome,
+                None => {
+                    self.fallback_total.fetch_add(1, Ordering::Relaxed);
+                    self.local.count(&expiring(&remote, now), now)
+                }
+            },
+            None => self.local.count(&expiring(&remote, now), now),
+        };
+        if counted {
+            return None;
+        }
+        hits.iter()
+            .zip(counts)
+            .filter(|(h, n)| *n >= u64::from(h.limit))
+            .map(|(h, _)| {
+                let reset_ms = h.window_ms - now % h.window_ms;
+                (h.limit, reset_ms.div_ceil(1000).max(1))
+            })
+            .max_by_key(|(_, retry)| *retry)
+    }
+}
+
+fn expiring(keys: &[(String, u64, u64)], now: u64) -> Vec<(String, u64, u64)> {
+    keys.iter()
+        .map(|(k, l, w)| (k.clone(), *l, now + w))
+        .collect()
+}
+
+fn parse_buckets(settings_json: &str) -> Buckets {
+    let doc: Value = serde_json::from_str(settings_json).unwrap_or_default();
+    let mut buckets = defaults();
+    if let Some(map) = doc["rate_limits"].as_object() {
+        for (name, v) in map {
+            let limit = v["limit"].as_u64().and_then(|l| u32::try_from(l).ok());
+            let window = v["window_seconds"]
+                .as_u64()
+                .and_then(|w| u32::try_from(w).ok());
+            buckets.insert(name.clone(), limit.zip(window));
+        }
+    }
+    buckets
+}
+
+/// The 429 of 70 §7.2, without the known-error headers (80 §11.20).
+fn limited(limit: u32, retry_after: u64) -> Response {
+    let body = json!({
+        "code": "RATE_LIMITED",
+        "error": "Too many requests; try again later.",
+        "details": { "retry_after_seconds": retry_after },
+    });
+    let mut response = (StatusCode::TOO_MANY_REQUESTS, Json(body)).into_response();
+    let h = response.headers_mut();
+    let num =
+        |n: u64| HeaderValue::from_str(&n.to_string()).unwrap_or(HeaderValue::from_static("1"));
+    h.insert("retry-after", num(retry_after));
+    h.insert("ratelimit-limit", num(u64::from(limit)));
+    h.insert("ratelimit-remaining", HeaderValue::from_static("0"));
+    h.insert("ratelimit-reset", num(retry_after));
+    response
+}
+
+fn body_field(body: &[u8], field: &str) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    v.get(field)?.as_str().map(|s| s.trim().to_lowercase())
+}
+
+/// Middleware (after access validation): counts the request and answers 429 when over.
+pub async fn enforce(State(app): State<AppState>, request: Request, next: Next) -> Response {
+    let limits = &app.limits;
+    if !limits.enabled || request.method() == Method::OPTIONS {
+        return next.run(request).await;
+    }
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_default();
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::from([127, 0, 0, 1]), |c| c.0.ip());
+    let forwarded = request
+        .headers()
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok());
+    let ip = client_ip::client_ip(peer, forwarded, &limits.trusted).to_string();
+    let path = request.uri().path().to_owned();
+    let access = crate::access::of_request(&request).cloned();
+    let now = now_ms();
+
+    let email_field = EMAIL_SENDING
+        .iter()
+        .find(|(r, _)| *r == route)
+        .map(|(_, f)| *f);
+    let needs_body = email_field.flatten().is_some() || route == SIGN_IN;
+    let (request, body) = if needs_body {
+        let (parts, body) = request.into_parts();
+        match axum::body::to_bytes(body, app.config.max_body_bytes).await {
+            Ok(bytes) => (
+                Request::from_parts(parts, Body::from(bytes.clone())),
+                Some(bytes),
+            ),
+            Err(_) => return ApiError::too_large().into_response(),
+        }
+    } else {
+        (request, None)
+    };
+
+    let hits = match &access {
+        None => {
+            let buckets = defaults();
+            limits
+                .hit(&buckets, "unauthenticated", &ip, now)
+                .into_iter()
+                .collect()
+        }
+        Some(access) => {
+            let target = Target {
+                route: &route,
+                path: &path,
+                ip: &ip,
+                body: body.as_deref(),
+            };
+            hits_for(&app, access, &target, email_field, now).await
+        }
+    };
+    if let Some((limit, retry_after)) = limits.count(&hits, now).await {
+        limits.limited_total.fetch_add(1, Ordering::Relaxed);
+        return limited(limit, retry_after);
+    }
+    next.run(request).await
+}
+
+/// What a request is aimed at, for keying its counters.
+struct Target<'a> {
+    route: &'a str,
+    path: &'a str,
+    ip: &'a str,
+    body: Option<&'a [u8]>,
+}
+
+async fn hits_for(
+    app: &AppState,
+    access: &Access,
+    t: &Target<'_>,
+    email_field: Option<Option<&str>>,
+    now: u64,
+) -> Vec<Hit> {
+    let (route, ip, body) = (t.route, t.ip, t.body);
+    let limits = &app.limits;
+    let project = access.project_id;
+    let buckets = limits.buckets(&app.auth, project).await;
+    let mut hits = Vec::new();
+    if access.access_type == AccessType::Client {
+        hits.extend(limits.hit(&buckets, "client_general", &format!("{project}:{ip}"), now));
+        if AUTH_SENSITIVE.contains(&route) {
+            let subject = format!("{project}:{ip}:{route}");
+            hits.extend(limits.hit(&buckets, "client_auth_sensitive", &subject, now));
+        }
+    } else {
+        hits.extend(limits.hit(&buckets, "server_general", &project.to_string(), now));
+    }
+    if let Some(field) = email_field {
+        let recipient = match field {
+            Some(f) => body.and_then(|b| body_field(b, f)),
+            // The channel in the path is the recipient.
+            None => Some(t.path.to_owned()),
+        };
+        if let Some(recipient) = recipient {
+            hits.extend(limits.hit(
+                &buckets,
+                "email_sending",
+                &format!("{project}:{recipient}"),
+                now,
+            ));
+        }
+    }
+    if route == SIGN_IN {
+        if let Some(account) = body.and_then(|b| body_field(b, "email")) {
+            let (limit, window) = GUESSES_PER_ACCOUNT_AND_IP;
+            hits.push(limits.fixed(
+                "password_guesses_ip",
+                &format!("{project}:{account}:{ip}"),
+                limit,
+                window,
+                now,
+            ));
+            let (limit, window) = GUESSES_PER_ACCOUNT;
+            hits.push(limits.fixed(
+                "password_guesses",
+                &format!("{project}:{account}"),
+                limit,
+                window,
+                now,
+            ));
+        }
+    }
+    hits
+}
