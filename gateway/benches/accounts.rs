@@ -185,7 +185,7 @@ async fn main() -> anyhow::Result<()> {
     let redis_url = std::env::var("LATCHKEY_BENCH_REDIS_URL")
         .unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let on = start(RateLimitConfig {
-        redis_url: Some(redis_url),
+        redis_url: Some(redis_url.clone()),
         key_prefix: format!("bench-{}:", std::process::id()),
         ..RateLimitConfig::local()
     })
@@ -228,21 +228,8 @@ async fn main() -> anyhow::Result<()> {
         "  GET /users/me, rate limits on (Redis) + revocation:  {reads_on:>9.1} /s  ({:.0}% of off)",
         100.0 * reads_on / reads_off
     );
-    let redis = redis::Client::open(
-        std::env::var("LATCHKEY_BENCH_REDIS_URL")
-            .unwrap_or_else(|_| "redis://127.0.0.1:6379".into()),
-    )?;
-    let mut conn = redis.get_multiplexed_async_connection().await?;
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("bench-{}:*", std::process::id()))
-        .query_async(&mut conn)
+    latchkey_gateway::limits::delete_prefix(&redis_url, &format!("bench-{}:", std::process::id()))
         .await?;
-    if !keys.is_empty() {
-        redis::cmd("DEL")
-            .arg(keys)
-            .query_async::<()>(&mut conn)
-            .await?;
-    }
 
     on.running.shutdown().await?;
     off.running.shutdown().await?;

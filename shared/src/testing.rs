@@ -8,6 +8,18 @@ use std::sync::Mutex;
 
 use sqlx::postgres::PgPoolOptions;
 
+/// Runs `rabbitmqctl <arg>` (tests that stop and start the broker), failing the test if it fails.
+pub fn rabbitmqctl(arg: &str) {
+    let status = std::process::Command::new("rabbitmqctl")
+        .arg(arg)
+        .stdout(std::process::Stdio::null())
+        .status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "rabbitmqctl {arg} failed"
+    );
+}
+
 pub fn postgres_admin_url() -> String {
     std::env::var("LATCHKEY_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://latchkey:latchkey@127.0.0.1:5432/postgres".into())

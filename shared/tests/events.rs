@@ -15,17 +15,6 @@ use latchkey_shared::testing::Infra;
 // The shared event tables only; services append them to their own migrations.
 static NO_SERVICE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate::Migrator::DEFAULT;
 
-fn rabbitmqctl(arg: &str) {
-    let status = std::process::Command::new("rabbitmqctl")
-        .arg(arg)
-        .stdout(std::process::Stdio::null())
-        .status();
-    assert!(
-        status.is_ok_and(|s| s.success()),
-        "rabbitmqctl {arg} failed"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outbox_delivers_every_event_across_a_broker_restart() {
     let infra = Infra::new();
@@ -75,9 +64,9 @@ async fn outbox_delivers_every_event_across_a_broker_restart() {
     while received.len() < expected.len() {
         // Restart the broker once some events are through and the rest are still in flight.
         if !restarted && received.len() >= 100 {
-            rabbitmqctl("stop_app");
+            latchkey_shared::testing::rabbitmqctl("stop_app");
             tokio::time::sleep(Duration::from_millis(500)).await;
-            rabbitmqctl("start_app");
+            latchkey_shared::testing::rabbitmqctl("start_app");
             restarted = true;
         }
         let next = tokio::time::timeout_at(deadline, deliveries.recv()).await;

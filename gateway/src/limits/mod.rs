@@ -8,6 +8,8 @@ pub mod client_ip;
 mod local;
 mod redis;
 
+pub use self::redis::delete_prefix;
+
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -176,14 +178,6 @@ impl RateLimits {
             self.fallback_total.load(Ordering::Relaxed),
             u8::from(self.redis_up()),
         )
-    }
-
-    /// Removes this gateway's keys from Redis (tests).
-    pub async fn clear(&self) -> anyhow::Result<()> {
-        if let Some(r) = &self.redis {
-            r.delete_prefix(&self.prefix).await?;
-        }
-        Ok(())
     }
 
     async fn buckets(&self, auth: &AuthClient, project: Uuid) -> Buckets {

@@ -110,20 +110,21 @@ impl RedisCounters {
             }
         }
     }
+}
 
-    /// Deletes every key under `prefix` (tests clean up after themselves).
-    pub async fn delete_prefix(&self, prefix: &str) -> redis::RedisResult<()> {
-        let mut conn = self.connection().await?;
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{prefix}*"))
-            .query_async(&mut conn)
+/// Deletes every key under `prefix` (tests and benchmarks clean up after themselves).
+pub async fn delete_prefix(url: &str, prefix: &str) -> redis::RedisResult<()> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(&mut conn)
+        .await?;
+    if !keys.is_empty() {
+        redis::cmd("DEL")
+            .arg(keys)
+            .query_async::<()>(&mut conn)
             .await?;
-        if !keys.is_empty() {
-            redis::cmd("DEL")
-                .arg(keys)
-                .query_async::<()>(&mut conn)
-                .await?;
-        }
-        Ok(())
     }
+    Ok(())
 }

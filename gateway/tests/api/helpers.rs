@@ -483,21 +483,8 @@ impl Drop for TestApp {
 
 /// Removes a test's rate-limit keys; they would expire anyway, but a run leaves nothing behind.
 async fn drop_redis_keys(prefix: &str) {
-    let client = expect(redis::Client::open(redis_url()), "redis url");
-    let mut conn = expect(client.get_multiplexed_async_connection().await, "redis");
-    let keys: Vec<String> = expect(
-        redis::cmd("KEYS")
-            .arg(format!("{prefix}*"))
-            .query_async(&mut conn)
-            .await,
-        "redis keys",
-    );
-    if !keys.is_empty() {
-        let _: () = expect(
-            redis::cmd("DEL").arg(keys).query_async(&mut conn).await,
-            "redis del",
-        );
-    }
+    let dropped = latchkey_gateway::limits::delete_prefix(&redis_url(), prefix).await;
+    expect(dropped, "drop redis keys");
 }
 
 fn spawn_component(

@@ -459,17 +459,6 @@ both_modes!(
     }
 );
 
-fn rabbitmqctl(arg: &str) {
-    let status = std::process::Command::new("rabbitmqctl")
-        .arg(arg)
-        .stdout(std::process::Stdio::null())
-        .status();
-    assert!(
-        status.is_ok_and(|s| s.success()),
-        "rabbitmqctl {arg} failed"
-    );
-}
-
 /// 2,000 user and team changes while RabbitMQ is stopped and started three times and the
 /// webhooks service is killed once: every event arrives, and repeats carry the same webhook-id.
 /// It stops the shared broker, so it runs alone (`--ignored`, see deploy/test.sh).
@@ -498,9 +487,9 @@ async fn every_event_survives_broker_restarts_and_a_killed_webhooks_service() {
         expected.insert(created["id"].as_str().unwrap_or_default().to_owned());
         match i {
             300 | 900 | 1500 => {
-                rabbitmqctl("stop_app");
+                latchkey_shared::testing::rabbitmqctl("stop_app");
                 tokio::time::sleep(Duration::from_millis(500)).await;
-                rabbitmqctl("start_app");
+                latchkey_shared::testing::rabbitmqctl("start_app");
             }
             1200 => assert!(app.kill_and_restart("webhooks")),
             _ => {}
