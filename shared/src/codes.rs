@@ -159,6 +159,10 @@ impl Codes {
     /// Steps 1–5 of 70 §4.2: counts the attempt on the nonce, then finds the code of `kind`
     /// and checks expiry, use and the attempt limit. Does not consume.
     pub async fn check(&self, project_id: Uuid, kind: &str, code: &str) -> Result<Code, CodeError> {
+        // Issued codes are ASCII; anything else names no code (and must not be sliced by bytes).
+        if !code.is_ascii() {
+            return Err(CodeError::NotFound);
+        }
         let code = code.to_ascii_lowercase();
         let now = self.clock.now_millis();
         type Row = (Uuid, String, String, i64, Option<i64>, i32, i64);

@@ -84,6 +84,21 @@ pub fn client_ip(peer: IpAddr, forwarded_for: Option<&str>, trusted: &[Net]) -> 
     nearest
 }
 
+/// The key a client address is counted under: IPv6 clients by their /64, since one host
+/// commonly holds a whole /64 and could otherwise change address per request.
+pub fn subject(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,5 +134,14 @@ mod tests {
         );
         assert!(parse_trusted("10.0.0.0/40").is_err());
         assert!(parse_trusted("::1, fd00::/8").is_ok_and(|n| n.len() == 2));
+        assert_eq!(
+            subject(ip("2001:db8:1:2:3:4:5:6")),
+            subject(ip("2001:db8:1:2::9"))
+        );
+        assert_ne!(
+            subject(ip("2001:db8:1:2::1")),
+            subject(ip("2001:db8:1:3::1"))
+        );
+        assert_eq!(subject(ip("::ffff:1.2.3.4")), "1.2.3.4");
     }
 }

@@ -320,11 +320,19 @@ pub async fn enforce(State(app): State<AppState>, request: Request, next: Next) 
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(IpAddr::from([127, 0, 0, 1]), |c| c.0.ip());
-    let forwarded = request
+    // Proxies may append their own header line; all lines together form the chain.
+    let forwarded: Vec<&str> = request
         .headers()
-        .get("x-forwarded-for")
-        .and_then(|v| v.to_str().ok());
-    let ip = client_ip::client_ip(peer, forwarded, &limits.trusted).to_string();
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let forwarded = (!forwarded.is_empty()).then(|| forwarded.join(","));
+    let ip = client_ip::subject(client_ip::client_ip(
+        peer,
+        forwarded.as_deref(),
+        &limits.trusted,
+    ));
     let path = request.uri().path().to_owned();
     let access = crate::access::of_request(&request).cloned();
     let now = now_ms();

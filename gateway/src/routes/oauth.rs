@@ -142,9 +142,6 @@ pub async fn authorize(
         .authorize(ctx.request(request))
         .await?
         .into_inner();
-    if json_mode {
-        return Ok(Json(json!({ "location": done.location })).into_response());
-    }
     let secure = if app.config.public_url.starts_with("https://") {
         "; Secure"
     } else {
@@ -154,6 +151,16 @@ pub async fn authorize(
         "{COOKIE_PREFIX}{}=true; Path=/; Max-Age={FLOW_SECONDS}; HttpOnly; SameSite=Lax{secure}",
         done.inner_state
     );
+    if json_mode {
+        let mut response = Json(json!({ "location": done.location })).into_response();
+        // Link flows need the cookie in JSON mode too (the callback requires it for them).
+        if link {
+            if let Ok(v) = HeaderValue::from_str(&cookie) {
+                response.headers_mut().insert(header::SET_COOKIE, v);
+            }
+        }
+        return Ok(response);
+    }
     redirect(
         StatusCode::TEMPORARY_REDIRECT,
         &done.location,

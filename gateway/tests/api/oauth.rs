@@ -100,24 +100,21 @@ impl<'a> Flow<'a> {
             .send()
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let (to_provider, cookie) = if self.json_mode {
+        let cookie = res
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .map(|c| c.split(';').next().unwrap_or_default().to_owned());
+        let to_provider = if self.json_mode {
             let body = ok(res, 200).await;
             assert!(body.get("location").is_some(), "{body}");
-            (
-                body["location"].as_str().unwrap_or_default().to_owned(),
-                None,
-            )
+            body["location"].as_str().unwrap_or_default().to_owned()
         } else {
             assert_eq!(res.status(), 307, "authorize");
-            let cookie = res
-                .headers()
-                .get("set-cookie")
-                .and_then(|v| v.to_str().ok())
-                .map(|c| c.split(';').next().unwrap_or_default().to_owned());
             assert!(cookie
                 .as_deref()
                 .is_some_and(|c| c.starts_with("service-oauth-inner-")));
-            (location(&res), cookie)
+            location(&res)
         };
         let res = b
             .get(&to_provider)
@@ -521,6 +518,24 @@ both_modes!(
             .await;
         let linked = ok(res.unwrap_or_else(|e| panic!("{e}")), 200).await;
         assert_eq!(linked["oauth_providers"][0]["account_id"], "link-1");
+        // A link started by someone else cannot be finished in another browser, in either mode.
+        let forged = |json_mode: bool| {
+            let mut flow = Flow::new(app)
+                .with("type", "link")
+                .with("token", &linker.access);
+            flow.json_mode = json_mode;
+            flow.send_cookie = false;
+            flow
+        };
+        for json_mode in [false, true] {
+            let landed = forged(json_mode).run("mock").await;
+            assert!(landed.contains("INVALID_OAUTH_STATE"), "{landed}");
+        }
+        let mut json_link = Flow::new(app)
+            .with("type", "link")
+            .with("token", &linker.access);
+        json_link.json_mode = true;
+        assert!(query_of(&json_link.run("mock").await).contains_key("code"));
         let other_user = app.sign_up(&email("thief"), "a fine password 1").await;
         let landed = Flow::new(app)
             .with("type", "link")

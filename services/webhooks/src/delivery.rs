@@ -67,6 +67,8 @@ impl Worker {
             .timeout(TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
             .dns_resolver(url_policy::resolver(policy))
+            // A proxy would resolve the receiver's name itself, past the resolver's checks.
+            .no_proxy()
             .user_agent("Latchkey-Webhooks")
             .build()?;
         Ok(Self {
@@ -105,7 +107,8 @@ impl Worker {
 
     async fn attempt(&self, mut d: Delivery) {
         let now = self.clock.now_millis();
-        match self.store.claim(&d, now + LEASE_MILLIS).await {
+        let lease_until = now + LEASE_MILLIS;
+        match self.store.claim(&d, lease_until).await {
             Ok(true) => {}
             Ok(false) => return,
             Err(e) => {
@@ -139,7 +142,7 @@ impl Worker {
             d.status = FAILED.into();
             d.next_attempt_at_millis = None;
         }
-        if let Err(e) = self.store.record(&d, &attempt).await {
+        if let Err(e) = self.store.record(&d, &attempt, lease_until).await {
             tracing::error!(error = %e, message_id = %d.message_id, "could not record a webhook attempt");
         }
     }

@@ -177,8 +177,14 @@ impl Store {
         Ok(done == 1)
     }
 
-    /// Records an attempt and the delivery's new state together.
-    pub async fn record(&self, d: &Delivery, attempt: &Attempt) -> sqlx::Result<()> {
+    /// Records an attempt and the delivery's new state together, if the delivery is still
+    /// under this attempt's lease; a replay meanwhile wins, and only the attempt is kept.
+    pub async fn record(
+        &self,
+        d: &Delivery,
+        attempt: &Attempt,
+        lease_until: i64,
+    ) -> sqlx::Result<()> {
         with_pool!(&self.db, pool => {
             let mut tx = pool.begin().await?;
             sqlx::query(
@@ -190,10 +196,10 @@ impl Store {
             .execute(&mut *tx).await?;
             sqlx::query(
                 "UPDATE deliveries SET status = $1, attempt_count = $2, next_attempt_at_millis = $3 \
-                 WHERE project_id = $4 AND endpoint_id = $5 AND message_id = $6",
+                 WHERE project_id = $4 AND endpoint_id = $5 AND message_id = $6 AND next_attempt_at_millis = $7",
             )
             .bind(&d.status).bind(d.attempt_count).bind(d.next_attempt_at_millis)
-            .bind(d.project_id).bind(d.endpoint_id).bind(&d.message_id)
+            .bind(d.project_id).bind(d.endpoint_id).bind(&d.message_id).bind(lease_until)
             .execute(&mut *tx).await?;
             tx.commit().await
         })

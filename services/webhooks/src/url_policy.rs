@@ -33,10 +33,29 @@ impl UrlPolicy {
 fn range_of(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => range_of_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+        IpAddr::V6(v6) => match embedded_v4(v6) {
             Some(v4) => range_of_v4(v4),
             None => range_of_v6(v6),
         },
+    }
+}
+
+/// The IPv4 address an IPv6 address stands for: mapped (`::ffff:a.b.c.d`), compatible
+/// (`::a.b.c.d`), NAT64 (`64:ff9b::/96`) and 6to4 (`2002:AABB:CCDD::/48`).
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let low = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    match s {
+        [0, 0, 0, 0, 0, 0xffff, _, _] => Some(low),
+        [0, 0, 0, 0, 0, 0, _, _] if !ip.is_loopback() && !ip.is_unspecified() => Some(low),
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(low),
+        [0x2002, a, b, ..] => Some(Ipv4Addr::new(
+            (a >> 8) as u8,
+            a as u8,
+            (b >> 8) as u8,
+            b as u8,
+        )),
+        _ => None,
     }
 }
 
@@ -61,6 +80,7 @@ fn range_of_v6(ip: Ipv6Addr) -> Option<&'static str> {
         _ if ip.is_unspecified() => "unspecified",
         _ if first & 0xfe00 == 0xfc00 => "private",
         _ if first & 0xffc0 == 0xfe80 => "link-local",
+        _ if first & 0xffc0 == 0xfec0 => "private",
         _ if ip.is_multicast() => "multicast",
         _ => return None,
     })
@@ -160,6 +180,10 @@ mod tests {
             ("fe80::1", "link-local"),
             ("ff02::1", "multicast"),
             ("::ffff:10.0.0.1", "private"),
+            ("::10.0.0.1", "private"),
+            ("64:ff9b::a9fe:a9fe", "link-local"),
+            ("2002:7f00:1::1", "loopback"),
+            ("fec0::1", "private"),
         ] {
             assert_eq!(range_of(ip(addr)), Some(range), "{addr}");
         }

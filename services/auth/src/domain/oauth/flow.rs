@@ -241,7 +241,10 @@ pub async fn callback(app: &App, ctx: &Context, req: CallbackRequest) -> Result<
         Err(_) => return Err(invalid_state()),
     };
     let flow: Flow = serde_json::from_value(found.data.clone()).map_err(|_| invalid_state())?;
-    if (flow.redirect_mode && !req.cookie_present) || flow.provider_id != req.provider_id {
+    // A link attaches the provider account before any PKCE check, so it always needs the
+    // browser that started it (else a victim could be made to link their account to another).
+    let needs_cookie = flow.redirect_mode || flow.link_user.is_some();
+    if (needs_cookie && !req.cookie_present) || flow.provider_id != req.provider_id {
         return Err(invalid_state());
     }
     app.codes
