@@ -95,10 +95,29 @@ fn expect<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
     r.unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
-/// A loopback port nobody listens on right now.
+/// Ports handed to component processes come from below the kernel's ephemeral range
+/// (32768 and up), so that the listeners tests open on port 0 meanwhile cannot take one of them
+/// before its process binds it; each port is handed out once per run.
+const PORTS: std::ops::Range<u16> = 10_000..30_000;
+static NEXT_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+
+/// A loopback port nobody listens on right now, and that no other test of this run was given.
 fn free_port() -> String {
-    let listener = expect(std::net::TcpListener::bind("127.0.0.1:0"), "bind");
-    expect(listener.local_addr(), "addr").to_string()
+    let span = PORTS.end - PORTS.start;
+    let _ = NEXT_PORT.compare_exchange(
+        0,
+        PORTS.start + (std::process::id() % u32::from(span)) as u16,
+        std::sync::atomic::Ordering::SeqCst,
+        std::sync::atomic::Ordering::SeqCst,
+    );
+    for _ in 0..span {
+        let n = NEXT_PORT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let port = PORTS.start + n.wrapping_sub(PORTS.start) % span;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return format!("127.0.0.1:{port}");
+        }
+    }
+    panic!("no free loopback port in {PORTS:?}");
 }
 
 impl TestApp {
