@@ -738,3 +738,8 @@ pub async fn ok(res: Response, status: u16) -> Value {
     assert_eq!(got, status, "{body}");
     body
 }
+
+/// Sends a request the test expects to reach the server.
+pub async fn send(req: RequestBuilder) -> Response {
+    req.send().await.unwrap_or_else(|e| panic!("{e}"))
+}

@@ -11,10 +11,6 @@ use crate::helpers::*;
 
 const PASSWORD: &str = "a fine password 1";
 
-async fn send(req: reqwest::RequestBuilder) -> Response {
-    req.send().await.unwrap_or_else(|e| panic!("{e}"))
-}
-
 fn header(res: &Response, name: &str) -> Option<String> {
     res.headers()
         .get(name)

@@ -14,10 +14,6 @@ use crate::receiver::{Receiver, Request};
 
 const PASSWORD: &str = "a fine password 1";
 
-async fn send(req: RequestBuilder) -> reqwest::Response {
-    req.send().await.unwrap_or_else(|e| panic!("{e}"))
-}
-
 impl TestApp {
     fn admin(&self, method: Method, path: &str) -> RequestBuilder {
         self.as_("admin", method, path)

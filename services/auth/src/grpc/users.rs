@@ -203,7 +203,7 @@ impl pb::users_server::Users for Users {
                 ErrorCode::UserIdDoesNotExist,
                 "No user with this id exists.",
             )
-            .with_user_details(user_id)
+            .with_details(serde_json::json!({ "user_id": user_id }))
         })?;
         let lifetime = if req.expires_in_millis > 0 {
             req.expires_in_millis
@@ -390,14 +390,5 @@ impl pb::users_server::Users for Users {
         }
         users::delete(&self.app, &ctx, id).await?;
         Ok(empty())
-    }
-}
-
-impl Error {
-    fn with_user_details(self, user: Uuid) -> Self {
-        match self {
-            Error::Coded(c) => Error::Coded(c.with_details(serde_json::json!({ "user_id": user }))),
-            other => other,
-        }
     }
 }
