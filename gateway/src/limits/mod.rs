@@ -221,7 +221,9 @@ impl RateLimits {
         let window_ms = u64::from(window_s.max(1)) * 1000;
         let start = now - now % window_ms;
         Hit {
-            key: format!("{}{bucket}:{subject}:{start}", self.prefix),
+            // The window length is part of the key: a limit changed mid-window must not share
+            // a counter whose start happens to coincide (the first minute of an hour).
+            key: format!("{}{bucket}:{subject}:{window_s}:{start}", self.prefix),
             limit,
             window_ms,
         }
