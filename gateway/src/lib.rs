@@ -156,7 +156,25 @@ const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// In-flight requests get this long to finish after shutdown begins.
 const DRAIN: std::time::Duration = std::time::Duration::from_secs(25);
 
-/// Serves the gateway on `listener` until `shutdown` resolves, finishing in-flight requests.
+/// While draining, HTTP/1 answers carry `Connection: close`, so clients move their keep-alive
+/// connections to another gateway before this one stops accepting.
+async fn close_when_draining(
+    axum::extract::State(app): axum::extract::State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let http1 = request.version() <= axum::http::Version::HTTP_11;
+    let mut response = next.run(request).await;
+    if http1 && app.draining.load(std::sync::atomic::Ordering::Relaxed) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// Serves the gateway on `listener` until `shutdown` resolves, then keeps serving for the
+/// configured delay while readiness fails, then stops accepting and finishes in-flight requests.
 /// Connections are served by hyper directly so that header count and size and slow clients
 /// are bounded before a request reaches the router.
 pub async fn serve(
@@ -166,9 +184,21 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
-    let app = router(state).layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
-        BODY_READ_TIMEOUT,
-    ));
+    let delay = state.config.shutdown_delay;
+    let draining = state.clone();
+    let shutdown = async move {
+        shutdown.await;
+        draining
+            .draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(?delay, "not ready; draining after the delay");
+        tokio::time::sleep(delay).await;
+    };
+    let app = router(state.clone())
+        .layer(from_fn_with_state(state, close_when_draining))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            BODY_READ_TIMEOUT,
+        ));
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
         .http1()

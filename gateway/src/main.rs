@@ -50,6 +50,16 @@ struct Cli {
     #[arg(long, env = "LATCHKEY_MAX_BODY_BYTES", default_value_t = 5 << 20, global = true)]
     max_body_bytes: usize,
 
+    /// After SIGTERM, seconds to keep serving while reporting not ready (so load balancers
+    /// stop routing here) before the listeners close and in-flight requests drain.
+    #[arg(
+        long,
+        env = "LATCHKEY_SHUTDOWN_DELAY_SECONDS",
+        default_value_t = 0,
+        global = true
+    )]
+    shutdown_delay_seconds: u64,
+
     #[command(flatten)]
     databases: DatabaseArgs,
 
@@ -204,6 +214,9 @@ enum Command {
         /// gRPC listen address of a service.
         #[arg(long, env = "LATCHKEY_GRPC_ADDR", default_value = "0.0.0.0:50051")]
         grpc_addr: String,
+        /// Where a service serves `GET /metrics` (the gateway serves it on its HTTP address).
+        #[arg(long, env = "LATCHKEY_METRICS_ADDR", default_value = "0.0.0.0:9464")]
+        metrics_addr: String,
         /// Where the gateway finds each service.
         #[arg(long, env = "LATCHKEY_AUTH_ADDR", default_value = "127.0.0.1:50051")]
         auth_addr: String,
@@ -280,6 +293,7 @@ async fn main() -> anyhow::Result<()> {
         Some(Command::Serve {
             component,
             grpc_addr,
+            metrics_addr,
             auth_addr,
             teams_addr,
             contacts_addr,
@@ -304,6 +318,7 @@ async fn main() -> anyhow::Result<()> {
                     max_body_bytes: cli.max_body_bytes,
                     key_cache_ttl: Duration::from_secs(2),
                     rate_limits: cli.limits.config(true)?,
+                    shutdown_delay: Duration::from_secs(cli.shutdown_delay_seconds),
                 };
                 let bus = match &cli.common.amqp_url {
                     Some(url) => Some(system::bus(Some(url)).await?),
@@ -320,9 +335,17 @@ async fn main() -> anyhow::Result<()> {
                 clock: latchkey_shared::clock::system(),
                 internal_token: token,
                 auth_addr: auth_addr.clone(),
+                shutdown_delay: Duration::from_secs(cli.shutdown_delay_seconds),
             };
             let listener = tokio::net::TcpListener::bind(grpc_addr).await?;
             tracing::info!(addr = %listener.local_addr()?, "service listening");
+            let metrics = tokio::net::TcpListener::bind(metrics_addr).await?;
+            tracing::info!(addr = %metrics.local_addr()?, "metrics listening");
+            // Scrapes continue through the drain; the process exit ends them.
+            tokio::spawn(latchkey_shared::metrics::serve(
+                metrics,
+                std::future::pending::<()>(),
+            ));
             let stop = shutdown_signal();
             match component {
                 Component::Auth => {

@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use latchkey_proto::auth::v1::projects_client::ProjectsClient;
+use latchkey_shared::grpc::Channel;
 use latchkey_shared::grpc::{lazy_channel, AccessChecker, PresentCaller};
 use secrecy::SecretString;
-use tonic::transport::Channel;
 
 use crate::access::token::TokenVerifier;
 use crate::metrics::Metrics;
@@ -43,6 +43,9 @@ pub struct GatewayConfig {
     /// How long a key check result is reused; revocation takes effect within this time.
     pub key_cache_ttl: Duration,
     pub rate_limits: crate::limits::RateLimitConfig,
+    /// After the shutdown signal, how long to keep serving while `/health/ready` answers 503,
+    /// so the load balancer stops sending requests before the listener closes.
+    pub shutdown_delay: Duration,
 }
 
 #[derive(Clone)]
@@ -63,6 +66,8 @@ pub struct Inner {
     pub tokens: TokenVerifier,
     pub metrics: Metrics,
     pub limits: crate::limits::RateLimits,
+    /// Set when shutdown begins: readiness fails from then on.
+    pub draining: std::sync::atomic::AtomicBool,
 }
 
 impl AppState {
@@ -118,6 +123,7 @@ impl AppState {
             tokens: TokenVerifier::new(auth.clone(), config.public_url.clone()),
             metrics: Metrics::default(),
             limits: crate::limits::RateLimits::new(config.rate_limits.clone())?,
+            draining: std::sync::atomic::AtomicBool::new(false),
             auth,
             users,
             oauth,

@@ -122,6 +122,8 @@ pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
         clock: clock::system(),
         internal_token: internal_token.clone(),
         auth_addr: addr("auth"),
+        // One process, no load balancer to wait for.
+        shutdown_delay: Duration::ZERO,
     };
     let (stop, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
@@ -171,6 +173,7 @@ pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
         max_body_bytes: cfg.max_body_bytes,
         key_cache_ttl: cfg.key_cache_ttl,
         rate_limits: cfg.rate_limits.clone(),
+        shutdown_delay: Duration::ZERO,
     };
     let state = AppState::new(gateway, Some(bus.clone()))?;
     let listener = http_listener;

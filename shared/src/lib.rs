@@ -23,6 +23,8 @@ pub mod headers;
 /// Profile image values.
 pub mod images;
 pub mod limits;
+/// Prometheus metrics of the process and a service's metrics endpoint.
+pub mod metrics;
 /// Password hashing (argon2id, bcrypt import) off the async runtime.
 pub mod password;
 /// A shutdown signal many tasks can wait on.

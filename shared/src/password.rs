@@ -29,6 +29,22 @@ pub fn is_bcrypt(hash: &str) -> bool {
         && hash.parse::<bcrypt::HashParts>().is_ok()
 }
 
+/// Counts a hash in the pool's queue-depth gauge from its arrival until it is done.
+struct Queued;
+
+impl Queued {
+    fn enter() -> Self {
+        crate::metrics::PASSWORD_QUEUE.add(String::new(), 1.0);
+        Self
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        crate::metrics::PASSWORD_QUEUE.add(String::new(), -1.0);
+    }
+}
+
 #[derive(Clone)]
 pub struct Passwords {
     permits: Arc<Semaphore>,
@@ -53,6 +69,7 @@ impl Passwords {
 
     /// Hashes on the blocking pool; waits for a permit first.
     pub async fn hash(&self, plain: &str) -> Result<String, PasswordError> {
+        let _queued = Queued::enter();
         let _permit = self
             .permits
             .acquire()
@@ -78,6 +95,7 @@ impl Passwords {
             Some(h) => (h.to_owned(), true),
             None => (self.dummy_hash().await?, false),
         };
+        let _queued = Queued::enter();
         let _permit = self
             .permits
             .acquire()

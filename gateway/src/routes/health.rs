@@ -17,6 +17,12 @@ pub async fn live() -> Json<Value> {
 }
 
 pub async fn ready(State(app): State<AppState>) -> (StatusCode, Json<Value>) {
+    if app.draining.load(std::sync::atomic::Ordering::Relaxed) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "draining" })),
+        );
+    }
     let checks = app.health.iter().map(|(name, channel)| {
         let mut client = HealthClient::new(channel.clone());
         async move {

@@ -66,12 +66,7 @@ pub struct Project {
 /// The system under test: in this process (embedded), or one OS process per component.
 enum Stack {
     InProcess(Running),
-    /// The children, and the environment and addresses to start one again with.
-    Processes(
-        Vec<(&'static str, std::process::Child)>,
-        Vec<(String, String)>,
-        Vec<(&'static str, String)>,
-    ),
+    Processes(crate::processes::Processes),
 }
 
 pub struct TestApp {
@@ -88,40 +83,26 @@ pub struct TestApp {
     pub internal_token: SecretString,
     stack: Option<Stack>,
     infra: Infra,
-    dir: tempfile::TempDir,
+    /// Holds the data directory (SQLite files, process logs) until the app is dropped.
+    _dir: tempfile::TempDir,
 }
 
 fn expect<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
     r.unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
-/// Ports handed to component processes come from below the kernel's ephemeral range
-/// (32768 and up), so that the listeners tests open on port 0 meanwhile cannot take one of them
-/// before its process binds it; each port is handed out once per run.
-const PORTS: std::ops::Range<u16> = 10_000..30_000;
-static NEXT_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
-
-/// A loopback port nobody listens on right now, and that no other test of this run was given.
-fn free_port() -> String {
-    let span = PORTS.end - PORTS.start;
-    let _ = NEXT_PORT.compare_exchange(
-        0,
-        PORTS.start + (std::process::id() % u32::from(span)) as u16,
-        std::sync::atomic::Ordering::SeqCst,
-        std::sync::atomic::Ordering::SeqCst,
-    );
-    for _ in 0..span {
-        let n = NEXT_PORT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let port = PORTS.start + n.wrapping_sub(PORTS.start) % span;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return format!("127.0.0.1:{port}");
-        }
-    }
-    panic!("no free loopback port in {PORTS:?}");
-}
-
 impl TestApp {
     pub async fn spawn(mode: Mode) -> Self {
+        Self::spawn_with(mode, false).await
+    }
+
+    /// The distributed stack with each component behind a balancer, so that `roll` can
+    /// replace one instance at a time.
+    pub async fn spawn_balanced() -> Self {
+        Self::spawn_with(Mode::Distributed, true).await
+    }
+
+    async fn spawn_with(mode: Mode, balanced: bool) -> Self {
         latchkey_shared::telemetry::init();
         let dir = expect(tempfile::tempdir(), "tempdir");
         let infra = Infra::new();
@@ -178,7 +159,19 @@ impl TestApp {
                     bus,
                 )
             }
-            Mode::Distributed => Self::spawn_processes(&infra, dir.path(), &mail.url).await,
+            Mode::Distributed => {
+                let started =
+                    crate::processes::Processes::start(&infra, dir.path(), &mail.url, balanced)
+                        .await;
+                (
+                    Stack::Processes(started.processes),
+                    started.base,
+                    started.grpc,
+                    started.token,
+                    started.auth_db_url,
+                    started.bus,
+                )
+            }
         };
         let mut app = Self {
             bus,
@@ -196,113 +189,10 @@ impl TestApp {
             internal_token,
             stack: Some(stack),
             infra,
-            dir,
+            _dir: dir,
         };
         app.project = app.create_project("Test project").await;
         app
-    }
-
-    /// The distributed stack: `latchkey serve <component>` processes, each service on its own
-    /// Postgres database, events over a fresh RabbitMQ vhost.
-    async fn spawn_processes(
-        infra: &Infra,
-        dir: &std::path::Path,
-        smtp_url: &str,
-    ) -> (
-        Stack,
-        String,
-        Vec<(&'static str, String)>,
-        SecretString,
-        String,
-        latchkey_shared::events::SharedBus,
-    ) {
-        let mut env: Vec<(String, String)> = Vec::new();
-        for name in ["auth", "teams", "contacts", "webhooks"] {
-            let url = expect(infra.postgres_database(name).await, "postgres database");
-            env.push((
-                format!("LATCHKEY_{}_DATABASE_URL", name.to_uppercase()),
-                url,
-            ));
-        }
-        let auth_db_url = env[0].1.clone();
-        let amqp_url = expect(infra.amqp_vhost().await, "rabbitmq vhost");
-        env.push(("LATCHKEY_AMQP_URL".into(), amqp_url.clone()));
-        env.push(("LATCHKEY_SMTP_URL".into(), smtp_url.to_owned()));
-        let token = latchkey_shared::crypto::random_base32(45);
-        env.push(("LATCHKEY_INTERNAL_TOKEN".into(), token.clone()));
-        let mut grpc = Vec::new();
-        for name in ["auth", "teams", "contacts", "webhooks"] {
-            let addr = free_port();
-            env.push((
-                format!("LATCHKEY_{}_ADDR", name.to_uppercase()),
-                addr.clone(),
-            ));
-            grpc.push((name, addr));
-        }
-        let http_addr = free_port();
-        env.push(("LATCHKEY_HTTP_ADDR".into(), http_addr.clone()));
-        // Every gateway of a deployment issues and accepts tokens under one public URL.
-        env.push(("LATCHKEY_PUBLIC_URL".into(), format!("http://{http_addr}")));
-        env.push(("LATCHKEY_MAX_BODY_BYTES".into(), (64 * 1024).to_string()));
-        env.push((
-            "LATCHKEY_WEBHOOK_RETRY_SCHEDULE".into(),
-            RETRY_SCHEDULE.into(),
-        ));
-        env.push(("LATCHKEY_WEBHOOK_ALLOW_HTTP".into(), "true".into()));
-        env.push(("LATCHKEY_WEBHOOK_ALLOW_LOOPBACK".into(), "true".into()));
-        env.push(("LATCHKEY_REDIS_URL".into(), redis_url()));
-        env.push(("LATCHKEY_TRUSTED_PROXIES".into(), TRUSTED_PROXY.into()));
-        env.push((
-            "LATCHKEY_REDIS_KEY_PREFIX".into(),
-            format!("{}:", latchkey_shared::testing::unique("lk")),
-        ));
-        let mut children = Vec::new();
-        for component in ["auth", "teams", "contacts", "webhooks", "gateway"] {
-            children.push((component, spawn_component(component, &env, &grpc, dir)));
-        }
-        let base = format!("http://{http_addr}");
-        let client = reqwest::Client::new();
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let ready = client
-                .get(format!("{base}/health/ready"))
-                .send()
-                .await
-                .is_ok_and(|r| r.status() == 200);
-            if ready {
-                break;
-            }
-            if std::time::Instant::now() > deadline {
-                for (_, c) in &mut children {
-                    let _ = c.kill();
-                }
-                let logs: Vec<String> = ["auth", "teams", "contacts", "webhooks", "gateway"]
-                    .iter()
-                    .map(|c| {
-                        format!(
-                            "--- {c}\n{}",
-                            std::fs::read_to_string(dir.join(format!("{c}.log")))
-                                .unwrap_or_default()
-                        )
-                    })
-                    .collect();
-                panic!(
-                    "distributed stack not ready within 60 s\n{}",
-                    logs.join("\n")
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let bus: latchkey_shared::events::SharedBus =
-            std::sync::Arc::new(latchkey_shared::events::amqp::AmqpBus::new(amqp_url));
-        (
-            Stack::Processes(children, env, grpc.clone()),
-            base,
-            grpc,
-            SecretString::from(token),
-            auth_db_url,
-            bus,
-        )
     }
 
     /// A client of the auth service, admitted with the internal token.
@@ -427,28 +317,15 @@ impl TestApp {
     pub async fn finish(mut self) {
         match self.stack.take() {
             Some(Stack::InProcess(running)) => expect(running.shutdown().await, "clean shutdown"),
-            Some(Stack::Processes(children, env, _)) => {
-                if let Some((_, prefix)) =
-                    env.iter().find(|(k, _)| k == "LATCHKEY_REDIS_KEY_PREFIX")
+            Some(Stack::Processes(processes)) => {
+                if let Some((_, prefix)) = processes
+                    .env
+                    .iter()
+                    .find(|(k, _)| k == "LATCHKEY_REDIS_KEY_PREFIX")
                 {
                     drop_redis_keys(prefix).await;
                 }
-                for (_, child) in &children {
-                    let _ = std::process::Command::new("kill")
-                        .arg("-TERM")
-                        .arg(child.id().to_string())
-                        .status();
-                }
-                for (name, mut child) in children {
-                    let status = tokio::task::spawn_blocking(move || child.wait()).await;
-                    let ok = matches!(status, Ok(Ok(s)) if s.success());
-                    let log = std::fs::read_to_string(self.dir.path().join(format!("{name}.log")))
-                        .unwrap_or_default();
-                    assert!(
-                        ok,
-                        "{name} did not exit cleanly on SIGTERM: {status:?}\n{log}"
-                    );
-                }
+                processes.stop().await;
             }
             None => {}
         }
@@ -488,101 +365,61 @@ pub async fn assert_error(res: Response, status: u16, code: &str) -> Value {
     body
 }
 
-impl Drop for TestApp {
-    /// A failed test must not leave component processes behind.
-    fn drop(&mut self) {
-        if let Some(Stack::Processes(children, _, _)) = &mut self.stack {
-            for (_, child) in children {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-    }
-}
-
 /// Removes a test's rate-limit keys; they would expire anyway, but a run leaves nothing behind.
 async fn drop_redis_keys(prefix: &str) {
     let dropped = latchkey_gateway::limits::delete_prefix(&redis_url(), prefix).await;
     expect(dropped, "drop redis keys");
 }
 
-fn spawn_component(
-    component: &str,
-    env: &[(String, String)],
-    grpc: &[(&'static str, String)],
-    dir: &std::path::Path,
-) -> std::process::Child {
-    spawn_named(component, component, env, grpc, dir)
-}
-
-/// Starts `latchkey serve <component>`, logging to `<name>.log`.
-fn spawn_named(
-    name: &str,
-    component: &str,
-    env: &[(String, String)],
-    grpc: &[(&'static str, String)],
-    dir: &std::path::Path,
-) -> std::process::Child {
-    let log = expect(
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join(format!("{name}.log"))),
-        "log file",
-    );
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_latchkey"));
-    cmd.arg("serve")
-        .arg(component)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env("LATCHKEY_DATA_DIR", dir);
-    if let Some((_, addr)) = grpc.iter().find(|(n, _)| *n == component) {
-        cmd.env("LATCHKEY_GRPC_ADDR", addr);
-    }
-    cmd.stdout(std::process::Stdio::null()).stderr(log);
-    expect(cmd.spawn(), "spawn latchkey serve")
-}
-
 impl TestApp {
+    fn processes(&mut self) -> Option<&mut crate::processes::Processes> {
+        match &mut self.stack {
+            Some(Stack::Processes(p)) => Some(p),
+            _ => None,
+        }
+    }
+
     /// Distributed mode: a second gateway process beside the first, sharing its services,
     /// broker and Redis; its base URL, once it is ready.
     pub async fn second_gateway(&mut self) -> String {
-        let dir = self.dir.path().to_owned();
-        let Some(Stack::Processes(children, env, grpc)) = &mut self.stack else {
+        let Some(processes) = self.processes() else {
             panic!("a second gateway needs the distributed stack");
         };
-        let addr = free_port();
-        let mut env = env.clone();
-        env.retain(|(k, _)| k != "LATCHKEY_HTTP_ADDR");
-        env.push(("LATCHKEY_HTTP_ADDR".into(), addr.clone()));
-        children.push((
-            "gateway-2",
-            spawn_named("gateway-2", "gateway", &env, grpc, &dir),
-        ));
-        let base = format!("http://{addr}");
-        for _ in 0..300 {
-            let ready = self.http.get(format!("{base}/health/ready")).send().await;
-            if ready.is_ok_and(|r| r.status() == 200) {
-                return base;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("the second gateway did not get ready");
+        processes.second_gateway().await
     }
 
     /// Distributed mode: kills a component with SIGKILL (no clean shutdown) and starts it
     /// again on the same address; false in embedded mode.
     pub fn kill_and_restart(&mut self, component: &str) -> bool {
-        let dir = self.dir.path().to_owned();
-        let Some(Stack::Processes(children, env, grpc)) = &mut self.stack else {
-            return false;
+        self.processes()
+            .is_some_and(|p| p.kill_and_restart(component))
+    }
+
+    /// Balanced stack: replaces `component` as a rolling update does (see `Processes::roll`).
+    pub async fn roll(&mut self, component: &'static str) {
+        let Some(processes) = self.processes() else {
+            panic!("rolling needs the distributed stack");
         };
-        let Some(slot) = children.iter_mut().find(|(n, _)| *n == component) else {
-            return false;
-        };
-        let _ = slot.1.kill();
-        let _ = slot.1.wait();
-        slot.1 = spawn_component(component, env, grpc, &dir);
-        true
+        processes.roll(component).await;
+    }
+
+    /// Distributed mode: where each running component process serves its metrics.
+    pub fn metrics_addrs(&self) -> Vec<(&'static str, String)> {
+        match &self.stack {
+            Some(Stack::Processes(p)) => p
+                .children
+                .iter()
+                .map(|c| {
+                    let addr = if c.component == "gateway" {
+                        c.listen.clone()
+                    } else {
+                        c.metrics.clone()
+                    };
+                    (c.component, addr)
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 }
 

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use latchkey_proto::contacts::v1::contacts_client::ContactsClient;
 use latchkey_shared::clock::SharedClock;
 use latchkey_shared::codes::Codes;
+use latchkey_shared::grpc::Channel;
 use latchkey_shared::grpc::{Context, PresentCaller};
 use latchkey_shared::password::Passwords;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 use uuid::Uuid;
 
 use crate::domain::settings::Settings;

@@ -133,15 +133,22 @@ impl Worker {
         let wait = usize::try_from(d.attempt_count - 1)
             .ok()
             .and_then(|i| self.schedule.get(i));
-        if attempt.error.is_none() {
+        let outcome = if attempt.error.is_none() {
             d.status = SUCCEEDED.into();
             d.next_attempt_at_millis = None;
+            "delivered"
         } else if let Some(wait) = wait {
             d.next_attempt_at_millis = Some(self.clock.now_millis() + jittered(*wait));
+            "failed"
         } else {
             d.status = FAILED.into();
             d.next_attempt_at_millis = None;
-        }
+            "gave_up"
+        };
+        latchkey_shared::metrics::WEBHOOK_ATTEMPTS.add(
+            latchkey_shared::metrics::labels(&[("outcome", outcome)]),
+            1.0,
+        );
         if let Err(e) = self.store.record(&d, &attempt, lease_until).await {
             tracing::error!(error = %e, message_id = %d.message_id, "could not record a webhook attempt");
         }

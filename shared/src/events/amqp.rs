@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use lapin::options::{
-    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions, BasicRejectOptions,
-    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    BasicRejectOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
+    QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
@@ -217,7 +218,22 @@ async fn consume_once(
         .await
         .map_err(unavailable)?;
     tracing::info!(queue, "consuming");
-    while let Some(next) = consumer.next().await {
+    loop {
+        let next = tokio::select! {
+            next = consumer.next() => next,
+            // The subscriber stopped (shutdown): cancel so the broker sends nothing more, and
+            // close the channel so whatever was delivered but not acknowledged goes back to the
+            // queue at once rather than when the process exits.
+            () = out.closed() => {
+                let _ = channel
+                    .basic_cancel(consumer.tag().as_str(), BasicCancelOptions::default())
+                    .await;
+                let _ = channel.close(200, "consumer stopped").await;
+                tracing::info!(queue, "consumer cancelled");
+                return Ok(());
+            }
+        };
+        let Some(next) = next else { break };
         let delivery = next.map_err(unavailable)?;
         match serde_json::from_slice::<Event>(&delivery.data) {
             Ok(event) => {

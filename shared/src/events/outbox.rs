@@ -68,6 +68,8 @@ pub struct Relay {
     clock: SharedClock,
     wake: Arc<Notify>,
     poll: Duration,
+    /// The owning service, as the metrics' `service` label.
+    service: &'static str,
 }
 
 impl Relay {
@@ -78,7 +80,14 @@ impl Relay {
             clock,
             wake: Arc::new(Notify::new()),
             poll: Duration::from_millis(250),
+            service: "",
         }
+    }
+
+    /// Names the service in the relay's metrics.
+    pub fn for_service(mut self, service: &'static str) -> Self {
+        self.service = service;
+        self
     }
 
     pub fn waker(&self) -> Arc<Notify> {
@@ -175,6 +184,10 @@ impl Relay {
         for<'r> &'r str: sqlx::ColumnIndex<R>,
     {
         let mut done = Vec::with_capacity(rows.len());
+        let labels = crate::metrics::labels(&[("service", self.service)]);
+        if rows.is_empty() {
+            crate::metrics::OUTBOX_LAG.set(labels.clone(), 0.0);
+        }
         for row in rows {
             let (seq, body): (i64, String) = match (row.try_get("seq"), row.try_get("body")) {
                 (Ok(seq), Ok(body)) => (seq, body),
@@ -188,11 +201,19 @@ impl Relay {
                     continue;
                 }
             };
+            if done.is_empty() {
+                let age_ms = self.clock.now_millis() - event.created_at_millis;
+                crate::metrics::OUTBOX_LAG.set(labels.clone(), age_ms.max(0) as f64 / 1000.0);
+            }
             match self.publisher.publish(&event).await {
                 Ok(()) => done.push(seq),
-                Err(e) => return (done, Some(e)),
+                Err(e) => {
+                    crate::metrics::OUTBOX_PUBLISHED.add(labels, done.len() as f64);
+                    return (done, Some(e));
+                }
             }
         }
+        crate::metrics::OUTBOX_PUBLISHED.add(labels, done.len() as f64);
         (done, None)
     }
 

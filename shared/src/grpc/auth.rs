@@ -1,11 +1,11 @@
 //! What services ask of auth: whether a user exists, a project's mail context and settings.
 
 use crate::error::{CodedError, ErrorCode};
+use crate::grpc::Channel;
 use crate::grpc::{AuthClient, Context, PresentCaller};
 use latchkey_proto::auth::v1 as pb;
 use serde_json::json;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 
 type UsersClient = pb::users_client::UsersClient<InterceptedService<Channel, PresentCaller>>;
 

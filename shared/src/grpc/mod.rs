@@ -8,11 +8,13 @@ pub mod caller;
 pub mod client;
 /// The verified access context carried in metadata.
 pub mod context;
+/// Resending calls that never reached a component.
+pub mod retry;
 /// Serving a service: health, reflection, tracing, outbox relay, `Describe`.
 pub mod server;
 
 pub use caller::{is_internal, Callers, PresentCaller, ServerKeys};
-pub use client::{lazy_channel, AccessChecker, AuthClient};
+pub use client::{lazy_channel, AccessChecker, AuthClient, Channel};
 pub use context::{Context, DEFAULT_DEADLINE, REQUEST_ID};
 pub use server::{
     also_guarded, guarded, run_describe_only, run_service, serve, with_describe, Deps,

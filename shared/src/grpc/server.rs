@@ -23,6 +23,9 @@ pub struct Deps {
     /// Calls admitted to the guarded APIs of the services started with these deps (one counter
     /// per process), reported by `Describe`: it makes fan-out measurable.
     pub calls: Arc<std::sync::atomic::AtomicU64>,
+    /// After the shutdown signal, how long to keep serving while health reports NOT_SERVING,
+    /// so load balancers stop sending new calls before the listener closes.
+    pub shutdown_delay: std::time::Duration,
 }
 
 impl Deps {
@@ -100,12 +103,14 @@ async fn health_and_reflection() -> anyhow::Result<(
 
 /// Serves `routes` plus health and reflection on `listener` until `shutdown` resolves. Health
 /// reports SERVING for `""` and `service_name` while up and NOT_SERVING as soon as shutdown
-/// begins, so load balancers stop routing before in-flight calls drain.
+/// begins; calls are still served for `delay` (load balancers stop routing meanwhile), then the
+/// listener closes, open connections get GOAWAY and in-flight calls finish.
 pub async fn serve(
     service_name: &'static str,
     routes: tonic::service::Routes,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    delay: std::time::Duration,
 ) -> anyhow::Result<()> {
     use tonic_health::ServingStatus;
     let (reporter, health, reflection) = health_and_reflection().await?;
@@ -121,6 +126,12 @@ pub async fn serve(
                 .set_service_status(name, ServingStatus::NotServing)
                 .await;
         }
+        tracing::info!(
+            service = service_name,
+            ?delay,
+            "not serving; draining after the delay"
+        );
+        tokio::time::sleep(delay).await;
     };
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
@@ -138,6 +149,10 @@ pub async fn serve(
                 request_id = %request_id,
             )
         })
+        .layer(tower::layer::layer_fn(move |inner| Recorded {
+            inner,
+            service: service_name,
+        }))
         .add_routes(routes)
         .add_service(health)
         .add_service(reflection)
@@ -163,17 +178,80 @@ pub async fn run_service(
 ) -> anyhow::Result<()> {
     let shutdown = crate::shutdown::Shutdown::on(shutdown);
     let db = crate::db::Database::connect_and_migrate(database_url, migrations).await?;
-    let relay = crate::events::outbox::Relay::new(db.clone(), deps.bus.clone(), deps.clock.clone());
+    let relay = crate::events::outbox::Relay::new(db.clone(), deps.bus.clone(), deps.clock.clone())
+        .for_service(service_name);
     let (stop_relay, relay_stopped) = tokio::sync::oneshot::channel::<()>();
     let relay_task = tokio::spawn(relay.run(async {
         let _ = relay_stopped.await;
     }));
     let routes = make_routes(db.clone(), shutdown.clone())?;
-    let served = serve(service_name, routes, listener, shutdown.wait()).await;
+    let served = serve(
+        service_name,
+        routes,
+        listener,
+        shutdown.wait(),
+        deps.shutdown_delay,
+    )
+    .await;
     let _ = stop_relay.send(());
     let _ = relay_task.await;
     db.close().await;
     served
+}
+
+/// Records every call in the process's gRPC metrics by method and status code.
+#[derive(Clone)]
+struct Recorded<S> {
+    inner: S,
+    service: &'static str,
+}
+
+impl<S, B, R> tower::Service<http::Request<B>> for Recorded<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let started = std::time::Instant::now();
+        let method = request.uri().path().to_owned();
+        let service = self.service;
+        let call = self.inner.call(request);
+        Box::pin(async move {
+            let response = call.await;
+            // Errors travel in the head (trailers-only); a head without a status is a success
+            // whose status follows in the trailers.
+            let code = match &response {
+                Ok(r) => r
+                    .headers()
+                    .get("grpc-status")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("0")
+                    .to_owned(),
+                Err(_) => "transport".to_owned(),
+            };
+            // Unknown methods share one label so probing cannot grow the series without bound.
+            let method = if code == "12" { "unmatched" } else { &method };
+            let labels = crate::metrics::labels(&[
+                ("service", service),
+                ("method", method),
+                ("code", &code),
+            ]);
+            crate::metrics::GRPC.observe(labels, started.elapsed().as_secs_f64());
+            response
+        })
+    }
 }
 
 /// `latchkey.common.v1.Service`, answered by every service from its own database.

@@ -23,7 +23,7 @@ pub struct Teams {
 
 pub type Contacts = latchkey_proto::contacts::v1::contacts_client::ContactsClient<
     tonic::service::interceptor::InterceptedService<
-        tonic::transport::Channel,
+        latchkey_shared::grpc::Channel,
         latchkey_shared::grpc::PresentCaller,
     >,
 >;
