@@ -35,10 +35,11 @@ export LATCHKEY_CONTACTS_ADDR=127.0.0.1:50053 LATCHKEY_WEBHOOKS_ADDR=127.0.0.1:5
 "$bin" migrate
 pids=()
 trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
-LATCHKEY_GRPC_ADDR=$LATCHKEY_AUTH_ADDR "$bin" serve auth & pids+=($!)
-LATCHKEY_GRPC_ADDR=$LATCHKEY_TEAMS_ADDR "$bin" serve teams & pids+=($!)
-LATCHKEY_GRPC_ADDR=$LATCHKEY_CONTACTS_ADDR "$bin" serve contacts & pids+=($!)
-LATCHKEY_GRPC_ADDR=$LATCHKEY_WEBHOOKS_ADDR "$bin" serve webhooks & pids+=($!)
+# Each service also serves Prometheus metrics on its own port (9464–9467).
+LATCHKEY_GRPC_ADDR=$LATCHKEY_AUTH_ADDR LATCHKEY_METRICS_ADDR=127.0.0.1:9464 "$bin" serve auth & pids+=($!)
+LATCHKEY_GRPC_ADDR=$LATCHKEY_TEAMS_ADDR LATCHKEY_METRICS_ADDR=127.0.0.1:9465 "$bin" serve teams & pids+=($!)
+LATCHKEY_GRPC_ADDR=$LATCHKEY_CONTACTS_ADDR LATCHKEY_METRICS_ADDR=127.0.0.1:9466 "$bin" serve contacts & pids+=($!)
+LATCHKEY_GRPC_ADDR=$LATCHKEY_WEBHOOKS_ADDR LATCHKEY_METRICS_ADDR=127.0.0.1:9467 "$bin" serve webhooks & pids+=($!)
 "$bin" serve gateway & pids+=($!)
 
 for _ in $(seq 1 60); do

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The test command (README): makes sure PostgreSQL, Redis and RabbitMQ are up (installing and
-# starting them from Debian's packages on a fresh machine), then checks formatting and lints and
-# runs every test. Tests create their own databases and vhosts and drop them.
+# starting them from Debian's packages on a fresh machine), validates the Kubernetes manifests and
+# the compose file offline, then checks formatting and lints and runs every test. Tests create
+# their own databases and vhosts and drop them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash deploy/local-services.sh
+
+bash deploy/validate-manifests.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all --check

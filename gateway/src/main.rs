@@ -286,8 +286,20 @@ impl Cli {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    latchkey_shared::telemetry::init();
     let cli = Cli::parse();
+    let service = match &cli.command {
+        None => "latchkey",
+        Some(Command::Serve { component, .. }) => match component {
+            Component::Gateway => "latchkey-gateway",
+            Component::Auth => "latchkey-auth",
+            Component::Teams => "latchkey-teams",
+            Component::Contacts => "latchkey-contacts",
+            Component::Webhooks => "latchkey-webhooks",
+        },
+        Some(_) => "latchkey-cli",
+    };
+    // Held to the end of `main`: dropping it flushes the spans not yet exported.
+    let _export = latchkey_shared::telemetry::init_for(service)?;
     match &cli.command {
         None => embedded(&cli).await,
         Some(Command::Serve {

@@ -144,3 +144,65 @@ both_modes!(callers_must_authenticate, |app: &TestApp| async move {
         "{names:?}"
     );
 });
+
+// The README's `grpcurl` example, done with a gRPC client: discover the method through
+// reflection, then call it with a project's server key, as a company service would.
+both_modes!(
+    reflection_then_a_call_with_a_server_key,
+    |app: &TestApp| async move {
+        use prost::Message;
+        use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+        use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+        use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+        use tonic_reflection::pb::v1::ServerReflectionRequest;
+
+        let channel = latchkey_shared::grpc::lazy_channel(&app.grpc_addr("auth"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut reflection = ServerReflectionClient::new(channel.clone());
+        let request = ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::FileContainingSymbol(
+                "latchkey.auth.v1.Projects".into(),
+            )),
+        };
+        let mut stream = reflection
+            .server_reflection_info(futures::stream::iter([request]))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_inner();
+        let answer = stream
+            .message()
+            .await
+            .ok()
+            .flatten()
+            .and_then(|m| m.message_response);
+        let Some(MessageResponse::FileDescriptorResponse(files)) = answer else {
+            panic!("no descriptor for latchkey.auth.v1.Projects")
+        };
+        let methods: Vec<(String, String)> = files
+            .file_descriptor_proto
+            .iter()
+            .filter_map(|bytes| prost_types::FileDescriptorProto::decode(bytes.as_slice()).ok())
+            .flat_map(|file| file.service)
+            .filter(|service| service.name() == "Projects")
+            .flat_map(|service| service.method)
+            .map(|m| (m.name().to_owned(), m.output_type().to_owned()))
+            .collect();
+        assert!(
+            methods.contains(&(
+                "GetCurrentProject".to_owned(),
+                ".latchkey.auth.v1.CurrentProject".to_owned()
+            )),
+            "{methods:?}"
+        );
+
+        let p = &app.project;
+        let mut projects = auth::projects_client::ProjectsClient::new(channel);
+        let current = projects
+            .get_current_project(with_key(auth::Empty {}, &p.id, &p.server_key))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_inner();
+        assert_eq!(current.id, p.id);
+    }
+);

@@ -93,16 +93,21 @@ fn expect<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
 
 impl TestApp {
     pub async fn spawn(mode: Mode) -> Self {
-        Self::spawn_with(mode, false).await
+        Self::spawn_with(mode, false, &[]).await
     }
 
     /// The distributed stack with each component behind a balancer, so that `roll` can
     /// replace one instance at a time.
     pub async fn spawn_balanced() -> Self {
-        Self::spawn_with(Mode::Distributed, true).await
+        Self::spawn_with(Mode::Distributed, true, &[]).await
     }
 
-    async fn spawn_with(mode: Mode, balanced: bool) -> Self {
+    /// The distributed stack with extra settings for every process.
+    pub async fn spawn_distributed_with(env: &[(&str, String)]) -> Self {
+        Self::spawn_with(Mode::Distributed, false, env).await
+    }
+
+    async fn spawn_with(mode: Mode, balanced: bool, extra_env: &[(&str, String)]) -> Self {
         latchkey_shared::telemetry::init();
         let dir = expect(tempfile::tempdir(), "tempdir");
         let infra = Infra::new();
@@ -160,9 +165,14 @@ impl TestApp {
                 )
             }
             Mode::Distributed => {
-                let started =
-                    crate::processes::Processes::start(&infra, dir.path(), &mail.url, balanced)
-                        .await;
+                let started = crate::processes::Processes::start(
+                    &infra,
+                    dir.path(),
+                    &mail.url,
+                    balanced,
+                    extra_env,
+                )
+                .await;
                 (
                     Stack::Processes(started.processes),
                     started.base,
@@ -401,6 +411,14 @@ impl TestApp {
             panic!("rolling needs the distributed stack");
         };
         processes.roll(component).await;
+    }
+
+    /// Distributed mode: the log of one component process.
+    pub fn log(&self, name: &str) -> String {
+        match &self.stack {
+            Some(Stack::Processes(p)) => p.log(name),
+            _ => String::new(),
+        }
     }
 
     /// Distributed mode: where each running component process serves its metrics.

@@ -80,6 +80,7 @@ impl Processes {
         dir: &std::path::Path,
         smtp_url: &str,
         balanced: bool,
+        extra_env: &[(&str, String)],
     ) -> Started {
         let mut env: Vec<(String, String)> = Vec::new();
         for name in ["auth", "teams", "contacts", "webhooks"] {
@@ -142,6 +143,7 @@ impl Processes {
             // measures drains, not limits.
             env.push(("LATCHKEY_RATE_LIMITS".into(), "off".into()));
         }
+        env.extend(extra_env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
         let mut processes = Self {
             children: Vec::new(),
             env,
@@ -205,6 +207,11 @@ impl Processes {
             listen,
             metrics,
         }
+    }
+
+    /// The log of one process.
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default()
     }
 
     /// The log of every process, for failure messages.

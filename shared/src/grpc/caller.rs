@@ -162,6 +162,7 @@ impl Interceptor for PresentCaller {
         request
             .metadata_mut()
             .insert(AUTHORIZATION, self.header.clone());
+        crate::telemetry::inject(request.metadata_mut());
         Ok(request)
     }
 }

@@ -101,6 +101,9 @@ async fn health_and_reflection() -> anyhow::Result<(
     Ok((reporter, health, reflection))
 }
 
+/// How long a caller's connection lives before the server asks it to reconnect.
+const MAX_CONNECTION_AGE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Serves `routes` plus health and reflection on `listener` until `shutdown` resolves. Health
 /// reports SERVING for `""` and `service_name` while up and NOT_SERVING as soon as shutdown
 /// begins; calls are still served for `delay` (load balancers stop routing meanwhile), then the
@@ -135,6 +138,10 @@ pub async fn serve(
     };
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
+        // Callers hold one HTTP/2 connection per address, so behind a Service they would stay
+        // on the replica they first reached; ending connections now and then (gracefully: the
+        // callers' channels resend refused calls) spreads them over replicas added since.
+        .max_connection_age(MAX_CONNECTION_AGE)
         // One span per call, carrying the gateway's request id across the hop.
         .trace_fn(move |request| {
             let request_id = request
@@ -142,12 +149,14 @@ pub async fn serve(
                 .get(REQUEST_ID)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            tracing::info_span!(
+            let span = tracing::info_span!(
                 "grpc",
                 service = service_name,
                 method = %request.uri().path(),
                 request_id = %request_id,
-            )
+            );
+            crate::telemetry::adopt(&span, request.headers());
+            span
         })
         .layer(tower::layer::layer_fn(move |inner| Recorded {
             inner,
