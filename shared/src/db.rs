@@ -119,6 +119,18 @@ fn with_events(service: &Migrator, events: &Migrator) -> Migrator {
 }
 
 /// Whether a write failed on a unique constraint (portable: `constraint()` is Postgres-only).
+/// Values bound per `IN` list; callers query in chunks of this many.
+pub const IN_LIST_CHUNK: usize = 500;
+
+/// `$first, $first+1, …` for `n` values: an `IN` list both backends read, one bind per value
+/// (SQLite has no array parameters).
+pub fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub fn is_unique_violation(err: &sqlx::Error) -> bool {
     err.as_database_error()
         .is_some_and(|d| d.is_unique_violation())

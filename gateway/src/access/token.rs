@@ -50,10 +50,18 @@ struct Claims {
     restricted_reason: serde_json::Value,
 }
 
+/// How long a verified token is remembered (never past its expiry, which is checked on every
+/// use). Keys are cached for longer (`JWKS_TTL`), so this changes no decision, only its cost.
+const VERIFIED_TTL: Duration = Duration::from_secs(60);
+/// Bound on remembered tokens; beyond it the cache is cleared rather than grown.
+const MAX_VERIFIED: usize = 100_000;
+
 pub struct TokenVerifier {
     auth: AuthClient,
     public_url: String,
     keys: Mutex<HashMap<Uuid, (Instant, Vec<Jwk>)>>,
+    /// SHA-256 of a verified token → (when, the project it was checked against, its user).
+    verified: Mutex<HashMap<String, (Instant, Uuid, TokenUser)>>,
 }
 
 fn unparsable() -> ApiError {
@@ -78,6 +86,7 @@ impl TokenVerifier {
             auth,
             public_url: public_url.trim_end_matches('/').to_owned(),
             keys: Mutex::new(HashMap::new()),
+            verified: Mutex::new(HashMap::new()),
         }
     }
 
@@ -107,7 +116,41 @@ impl TokenVerifier {
     }
 
     /// Verifies `token` for a request to `header_project`.
+    /// Verifies `token` for `header_project`; a token verified moments ago costs a hash and a
+    /// look-up instead of an ES256 check (revocation is checked by the caller on every request).
     pub async fn verify(&self, token: &str, header_project: Uuid) -> Result<TokenUser, ApiError> {
+        let digest = latchkey_shared::crypto::hash_secret(token);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let now = i64::try_from(now).unwrap_or(i64::MAX);
+        if let Ok(cache) = self.verified.lock() {
+            if let Some((at, project, user)) = cache.get(&digest) {
+                // Expired or other-project tokens take the full path for its exact error.
+                if at.elapsed() < VERIFIED_TTL
+                    && *project == header_project
+                    && user.expires_at_secs > now
+                {
+                    return Ok(user.clone());
+                }
+            }
+        }
+        let user = self.verify_signed(token, header_project).await?;
+        if let Ok(mut cache) = self.verified.lock() {
+            if cache.len() >= MAX_VERIFIED {
+                cache.clear();
+            }
+            cache.insert(digest, (Instant::now(), header_project, user.clone()));
+        }
+        Ok(user)
+    }
+
+    async fn verify_signed(
+        &self,
+        token: &str,
+        header_project: Uuid,
+    ) -> Result<TokenUser, ApiError> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| unparsable())?;
         if header.alg != Algorithm::ES256 {
             return Err(unparsable());

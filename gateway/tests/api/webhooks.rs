@@ -269,11 +269,19 @@ both_modes!(
                 "retries wait the schedule"
             );
         }
-        let deliveries = ok(
-            send(app.admin(Method::GET, &path("/deliveries"))).await,
-            200,
-        )
-        .await;
+        // The worker records the attempt just after the receiver answered it.
+        let mut deliveries = Value::Null;
+        for _ in 0..100 {
+            deliveries = ok(
+                send(app.admin(Method::GET, &path("/deliveries"))).await,
+                200,
+            )
+            .await;
+            if deliveries["items"][0]["status"] == "succeeded" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let delivery = &deliveries["items"][0];
         assert_eq!(delivery["message_id"], message_id.as_str());
         assert_eq!(delivery["status"], "succeeded");

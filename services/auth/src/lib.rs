@@ -58,7 +58,8 @@ pub async fn serve(
     let clock = deps.clock.clone();
     let routes = |db: Database, stop: latchkey_shared::shutdown::Shutdown| {
         follow_teams(&deps, &db, stop);
-        let store = store_for(&db);
+        let store: Arc<dyn ProjectStore> =
+            Arc::new(store::cached::CachedProjects::new(store_for(&db)));
         let keys: Arc<dyn latchkey_shared::grpc::ServerKeys> = Arc::new(
             domain::keys::LocalServerKeys::new(store.clone(), clock.clone()),
         );

@@ -86,26 +86,37 @@ impl Store {
     }
 
     /// Channels of `users` (every user of the project when empty), oldest first.
+    /// Channels of `users`, or of the whole project when `users` is empty, in creation order.
     pub async fn channels_of(
         &self,
         project: Uuid,
         users: &[Uuid],
     ) -> Result<Vec<Channel>, StoreError> {
-        let sql = format!(
-            "SELECT {CHANNEL_COLUMNS} FROM channels WHERE project_id = $1 ORDER BY created_at_millis, id"
-        );
-        let all: Vec<Channel> =
-            with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await?);
         if users.is_empty() {
-            return Ok(all);
+            let sql = format!(
+                "SELECT {CHANNEL_COLUMNS} FROM channels WHERE project_id = $1 ORDER BY created_at_millis, id"
+            );
+            return Ok(
+                with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await?),
+            );
         }
-        // One query per call whatever the number of users; the filter runs here because a
-        // portable `IN` list would need one placeholder per id.
-        let wanted: std::collections::HashSet<&Uuid> = users.iter().collect();
-        Ok(all
-            .into_iter()
-            .filter(|c| wanted.contains(&c.user_id))
-            .collect())
+        let mut found: Vec<Channel> = Vec::new();
+        for chunk in users.chunks(latchkey_shared::db::IN_LIST_CHUNK) {
+            let sql = format!(
+                "SELECT {CHANNEL_COLUMNS} FROM channels WHERE project_id = $1 AND user_id IN ({})",
+                latchkey_shared::db::placeholders(2, chunk.len())
+            );
+            let rows: Vec<Channel> = with_pool!(&self.db, pool => {
+                let mut query = sqlx::query_as(&sql).bind(project);
+                for user in chunk {
+                    query = query.bind(user);
+                }
+                query.fetch_all(pool).await?
+            });
+            found.extend(rows);
+        }
+        found.sort_by_key(|c| (c.created_at_millis, c.id));
+        Ok(found)
     }
 
     pub async fn search_users(&self, project: Uuid, text: &str) -> Result<Vec<Uuid>, StoreError> {

@@ -54,15 +54,16 @@ fn metadata(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or(Value::Null)
 }
 
-/// Provider records of `users` (all of the project's when more than one), keyed by user.
+/// Provider records of `users` (all of the project's when `users` is empty), keyed by user.
 pub async fn oauth_of(
     app: &App,
     ctx: &Context,
     users: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<OAuthAccount>>> {
     let records = match users {
+        [] => app.oauth.of_project(ctx.project_id).await?,
         [one] => app.oauth.of_user(ctx.project_id, *one).await?,
-        _ => app.oauth.of_project(ctx.project_id).await?,
+        many => app.oauth.of_users(ctx.project_id, many).await?,
     };
     let mut by_user: HashMap<Uuid, Vec<OAuthAccount>> = HashMap::new();
     for r in records {
@@ -144,7 +145,7 @@ pub async fn get(app: &App, ctx: &Context, id: Uuid) -> Result<Value> {
 /// Several users composed with one contacts call, in the order of `ids`.
 pub async fn get_many(app: &App, ctx: &Context, ids: &[Uuid]) -> Result<Vec<Value>> {
     let (_, settings) = app.project(ctx.project_id).await?;
-    let rows = app.accounts.users(ctx.project_id).await?;
+    let rows = app.accounts.users_by_ids(ctx.project_id, ids).await?;
     let by_id: HashMap<Uuid, &UserRow> = rows.iter().map(|r| (r.id, r)).collect();
     let channels = channels_of(app, ctx, ids).await?;
     let oauth = oauth_of(app, ctx, ids).await?;
@@ -612,6 +613,74 @@ pub struct ListQuery {
 
 /// One page of users and the cursor of the next.
 pub async fn list(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>, Option<Uuid>)> {
+    let searching = q.query.as_deref().is_some_and(|t| !t.is_empty());
+    match q.limit {
+        Some(limit) if q.team_id.is_none() && !searching => page(app, ctx, q, limit).await,
+        _ => filtered(app, ctx, q).await,
+    }
+}
+
+/// A page read straight from the sign-up index: `limit + 1` users (more when restricted ones
+/// are left out), composed with only their own channels and provider records, so a page costs
+/// the same in a project of ten thousand users as in one of a million.
+async fn page(
+    app: &App,
+    ctx: &Context,
+    q: &ListQuery,
+    limit: usize,
+) -> Result<(Vec<Value>, Option<Uuid>)> {
+    let (_, settings) = app.project(ctx.project_id).await?;
+    let mut from = match q.cursor {
+        None => None,
+        Some(id) => match app.accounts.user(ctx.project_id, id).await? {
+            Some(row) => Some((row.signed_up_at_millis, id)),
+            None => return Ok((Vec::new(), None)),
+        },
+    };
+    let mut users: Vec<Value> = Vec::new();
+    // The row `from` points at once it has been read (pages start inclusive).
+    let mut seen: Option<Uuid> = None;
+    loop {
+        let fetch = limit + 1 - users.len() + usize::from(seen.is_some());
+        let mut rows = app
+            .accounts
+            .users_page(ctx.project_id, from, q.desc, fetch)
+            .await?;
+        let exhausted = rows.len() < fetch;
+        if let Some(id) = seen {
+            rows.retain(|r| r.id != id);
+        }
+        let Some(last) = rows.last() else { break };
+        from = Some((last.signed_up_at_millis, last.id));
+        seen = Some(last.id);
+        let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+        let channels = channels_of(app, ctx, &ids).await?;
+        let oauth = oauth_of(app, ctx, &ids).await?;
+        users.extend(
+            rows.iter()
+                .map(|r| view(r, of(&channels, &r.id), of(&oauth, &r.id), &settings))
+                .filter(|u| q.include_restricted || u["is_restricted"] == false),
+        );
+        if users.len() > limit || exhausted {
+            break;
+        }
+    }
+    let next = if users.len() > limit {
+        let next = users[limit]["id"]
+            .as_str()
+            .and_then(|s| Uuid::parse_str(s).ok());
+        users.truncate(limit);
+        next
+    } else {
+        None
+    };
+    with_selected_teams(app, ctx, &mut users).await?;
+    Ok((users, next))
+}
+
+/// Listing by team or search text: filters the project's users in memory (bounded by the
+/// team's size or the search's matches in practice, not by an index).
+async fn filtered(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>, Option<Uuid>)> {
     let (_, settings) = app.project(ctx.project_id).await?;
     let mut rows = app.accounts.users(ctx.project_id).await?;
     if q.desc {

@@ -133,6 +133,59 @@ impl Accounts {
         )
     }
 
+    /// The users among `ids` (any order; unknown ids are skipped).
+    pub async fn users_by_ids(
+        &self,
+        project: Uuid,
+        ids: &[Uuid],
+    ) -> Result<Vec<UserRow>, StoreError> {
+        let mut found = Vec::new();
+        for chunk in ids.chunks(latchkey_shared::db::IN_LIST_CHUNK) {
+            let sql = format!(
+                "SELECT {USER_COLUMNS} FROM users WHERE project_id = $1 AND id IN ({})",
+                latchkey_shared::db::placeholders(2, chunk.len())
+            );
+            let rows: Vec<UserRow> = with_pool!(&self.db, pool => {
+                let mut query = sqlx::query_as(&sql).bind(project);
+                for id in chunk {
+                    query = query.bind(id);
+                }
+                query.fetch_all(pool).await?
+            });
+            found.extend(rows);
+        }
+        Ok(found)
+    }
+
+    /// Up to `limit` users in sign-up order (ties by id) from `from` on, inclusive; backwards
+    /// with `desc`. Served by the `users_signed_up` index whatever the project's size.
+    pub async fn users_page(
+        &self,
+        project: Uuid,
+        from: Option<(i64, Uuid)>,
+        desc: bool,
+        limit: usize,
+    ) -> Result<Vec<UserRow>, StoreError> {
+        let (cmp, order) = if desc { ("<=", "DESC") } else { (">=", "ASC") };
+        let from_clause = if from.is_some() {
+            format!("AND (signed_up_at_millis, id) {cmp} ($2, $3)")
+        } else {
+            String::new()
+        };
+        let sql = format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE project_id = $1 {from_clause} \
+             ORDER BY signed_up_at_millis {order}, id {order} LIMIT {}",
+            limit.min(10_000)
+        );
+        Ok(with_pool!(&self.db, pool => {
+            let mut query = sqlx::query_as(&sql).bind(project);
+            if let Some((at, id)) = from {
+                query = query.bind(at).bind(id);
+            }
+            query.fetch_all(pool).await?
+        }))
+    }
+
     /// Every user of a project, in sign-up order (ties by id).
     pub async fn users(&self, project: Uuid) -> Result<Vec<UserRow>, StoreError> {
         let sql = format!(

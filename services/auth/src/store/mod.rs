@@ -3,6 +3,8 @@
 //! between the backends lives in the migrations.
 
 pub mod accounts;
+/// Project rows remembered for a moment.
+pub mod cached;
 #[cfg(test)]
 mod contract;
 pub mod oauth;
