@@ -1,20 +1,23 @@
-//! Password hashing: argon2id with OWASP parameters (19 MiB, 2 passes, 1 lane), on the blocking
-//! pool behind a semaphore of about one permit per core, so a sign-in flood queues instead of
-//! starving the runtime. Verifies argon2 PHC strings and imported bcrypt hashes.
+//! Password hashing: argon2id with OWASP parameters (19 MiB, 2 passes, 1 lane), on a fixed set
+//! of hashing threads (about one per core) fed by a queue, so a sign-in flood queues instead of
+//! starving the runtime. Fixed threads also keep memory flat: each thread's allocator keeps the
+//! 19 MiB of its last hash, and a pool that wandered over the runtime's many blocking threads
+//! would keep that much per thread it ever used. Verifies argon2 PHC strings and imported bcrypt
+//! hashes.
 
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::{oneshot, OnceCell};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PasswordError {
     #[error("hashing failed: {0}")]
     Hash(String),
-    #[error("hashing task failed")]
-    Join(#[from] tokio::task::JoinError),
+    #[error("the hashing threads are gone")]
+    Stopped,
 }
 
 fn argon2() -> Argon2<'static> {
@@ -45,9 +48,58 @@ impl Drop for Queued {
     }
 }
 
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Hashing threads taking jobs from one queue; they end when the last `Lanes` handle is dropped.
+struct Lanes {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Lanes {
+    fn start(threads: usize) -> Self {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        for i in 0..threads.max(1) {
+            let queue = queue.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("password-{i}"))
+                .spawn(move || loop {
+                    // The lock is held only while taking a job, not while running it.
+                    let job = match queue.lock() {
+                        Ok(q) => q.recv(),
+                        Err(_) => return,
+                    };
+                    match job {
+                        Ok(job) => job(),
+                        Err(_) => return,
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::error!(error = %e, "could not start a password hashing thread");
+            }
+        }
+        Self { jobs }
+    }
+
+    /// Runs `work` on a hashing thread and waits for its answer without blocking the runtime.
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, PasswordError> {
+        let _queued = Queued::enter();
+        let (done, answer) = oneshot::channel();
+        let span = tracing::Span::current();
+        let job: Job = Box::new(move || {
+            let _ = done.send(span.in_scope(work));
+        });
+        self.jobs.send(job).map_err(|_| PasswordError::Stopped)?;
+        answer.await.map_err(|_| PasswordError::Stopped)
+    }
+}
+
 #[derive(Clone)]
 pub struct Passwords {
-    permits: Arc<Semaphore>,
+    lanes: Arc<Lanes>,
     /// A real hash to verify against when there is no user, so unknown e-mails cost the same.
     dummy: Arc<OnceCell<String>>,
 }
@@ -62,31 +114,23 @@ impl Default for Passwords {
 impl Passwords {
     pub fn new(concurrent: usize) -> Self {
         Self {
-            permits: Arc::new(Semaphore::new(concurrent.max(1))),
+            lanes: Arc::new(Lanes::start(concurrent)),
             dummy: Arc::new(OnceCell::new()),
         }
     }
 
-    /// Hashes on the blocking pool; waits for a permit first.
+    /// Hashes on a hashing thread.
     pub async fn hash(&self, plain: &str) -> Result<String, PasswordError> {
-        let _queued = Queued::enter();
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|e| PasswordError::Hash(e.to_string()))?;
         let plain = plain.to_owned();
-        let span = tracing::Span::current();
-        tokio::task::spawn_blocking(move || {
-            span.in_scope(|| {
+        self.lanes
+            .run(move || {
                 let salt = SaltString::generate(&mut OsRng);
                 argon2()
                     .hash_password(plain.as_bytes(), &salt)
                     .map(|h| h.to_string())
                     .map_err(|e| PasswordError::Hash(e.to_string()))
             })
-        })
-        .await?
+            .await?
     }
 
     /// Verifies `plain` against `stored`; with no stored hash, burns the same time and fails.
@@ -95,16 +139,10 @@ impl Passwords {
             Some(h) => (h.to_owned(), true),
             None => (self.dummy_hash().await?, false),
         };
-        let _queued = Queued::enter();
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|e| PasswordError::Hash(e.to_string()))?;
         let plain = plain.to_owned();
-        let span = tracing::Span::current();
-        let ok = tokio::task::spawn_blocking(move || {
-            span.in_scope(|| {
+        let ok = self
+            .lanes
+            .run(move || {
                 if is_bcrypt(&hash) {
                     bcrypt::verify(plain.as_bytes(), &hash).unwrap_or(false)
                 } else {
@@ -113,8 +151,7 @@ impl Passwords {
                     })
                 }
             })
-        })
-        .await?;
+            .await?;
         Ok(ok && real)
     }
 
