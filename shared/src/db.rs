@@ -119,16 +119,42 @@ fn with_events(service: &Migrator, events: &Migrator) -> Migrator {
 }
 
 /// Whether a write failed on a unique constraint (portable: `constraint()` is Postgres-only).
-/// Values bound per `IN` list; callers query in chunks of this many.
-pub const IN_LIST_CHUNK: usize = 500;
+/// Values bound per `IN` list; longer lists are queried in chunks of this many.
+const IN_LIST_CHUNK: usize = 500;
 
-/// `$first, $first+1, …` for `n` values: an `IN` list both backends read, one bind per value
-/// (SQLite has no array parameters).
-pub fn placeholders(first: usize, n: usize) -> String {
-    (first..first + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+/// The rows of `select` (a `SELECT … FROM table` without a condition) of `project` whose
+/// `column` is one of `ids`, in no particular order. SQLite has no array parameters, so the
+/// list is bound value by value (`$2, $3, …`), in chunks.
+pub async fn select_in<T>(
+    db: &Database,
+    select: &str,
+    project: uuid::Uuid,
+    column: &str,
+    ids: &[uuid::Uuid],
+) -> sqlx::Result<Vec<T>>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+        + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+        + Send
+        + Unpin,
+{
+    let mut found = Vec::new();
+    for chunk in ids.chunks(IN_LIST_CHUNK) {
+        let list = (2..2 + chunk.len())
+            .map(|i| format!("${i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!("{select} WHERE project_id = $1 AND {column} IN ({list})");
+        let rows: Vec<T> = crate::with_pool!(db, pool => {
+            let mut query = sqlx::query_as(&sql).bind(project);
+            for id in chunk {
+                query = query.bind(id);
+            }
+            query.fetch_all(pool).await?
+        });
+        found.extend(rows);
+    }
+    Ok(found)
 }
 
 pub fn is_unique_violation(err: &sqlx::Error) -> bool {

@@ -100,21 +100,9 @@ impl Store {
                 with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await?),
             );
         }
-        let mut found: Vec<Channel> = Vec::new();
-        for chunk in users.chunks(latchkey_shared::db::IN_LIST_CHUNK) {
-            let sql = format!(
-                "SELECT {CHANNEL_COLUMNS} FROM channels WHERE project_id = $1 AND user_id IN ({})",
-                latchkey_shared::db::placeholders(2, chunk.len())
-            );
-            let rows: Vec<Channel> = with_pool!(&self.db, pool => {
-                let mut query = sqlx::query_as(&sql).bind(project);
-                for user in chunk {
-                    query = query.bind(user);
-                }
-                query.fetch_all(pool).await?
-            });
-            found.extend(rows);
-        }
+        let select = format!("SELECT {CHANNEL_COLUMNS} FROM channels");
+        let mut found: Vec<Channel> =
+            latchkey_shared::db::select_in(&self.db, &select, project, "user_id", users).await?;
         found.sort_by_key(|c| (c.created_at_millis, c.id));
         Ok(found)
     }

@@ -139,22 +139,8 @@ impl Accounts {
         project: Uuid,
         ids: &[Uuid],
     ) -> Result<Vec<UserRow>, StoreError> {
-        let mut found = Vec::new();
-        for chunk in ids.chunks(latchkey_shared::db::IN_LIST_CHUNK) {
-            let sql = format!(
-                "SELECT {USER_COLUMNS} FROM users WHERE project_id = $1 AND id IN ({})",
-                latchkey_shared::db::placeholders(2, chunk.len())
-            );
-            let rows: Vec<UserRow> = with_pool!(&self.db, pool => {
-                let mut query = sqlx::query_as(&sql).bind(project);
-                for id in chunk {
-                    query = query.bind(id);
-                }
-                query.fetch_all(pool).await?
-            });
-            found.extend(rows);
-        }
-        Ok(found)
+        let select = format!("SELECT {USER_COLUMNS} FROM users");
+        Ok(latchkey_shared::db::select_in(&self.db, &select, project, "id", ids).await?)
     }
 
     /// Up to `limit` users in sign-up order (ties by id) from `from` on, inclusive; backwards

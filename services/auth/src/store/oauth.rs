@@ -99,22 +99,8 @@ impl OAuthAccounts {
         project: Uuid,
         users: &[Uuid],
     ) -> Result<Vec<OAuthAccount>, StoreError> {
-        let mut found = Vec::new();
-        for chunk in users.chunks(latchkey_shared::db::IN_LIST_CHUNK) {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM oauth_accounts WHERE project_id = $1 AND user_id IN ({})",
-                latchkey_shared::db::placeholders(2, chunk.len())
-            );
-            let rows: Vec<OAuthAccount> = with_pool!(&self.db, pool => {
-                let mut query = sqlx::query_as(&sql).bind(project);
-                for user in chunk {
-                    query = query.bind(user);
-                }
-                query.fetch_all(pool).await?
-            });
-            found.extend(rows);
-        }
-        Ok(found)
+        let select = format!("SELECT {COLUMNS} FROM oauth_accounts");
+        Ok(latchkey_shared::db::select_in(&self.db, &select, project, "user_id", users).await?)
     }
 
     /// Every record of a project, for composing many users at once.
