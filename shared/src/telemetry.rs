@@ -3,12 +3,18 @@
 //! spans are also exported over OTLP/HTTP, and trace context crosses every gRPC hop as W3C
 //! `traceparent` metadata so a request's gateway and service spans form one trace.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use opentelemetry::propagation::{Extractor, Injector};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
+
+/// Whether spans are exported; without export, trace context is neither written nor read, so
+/// every gRPC call skips that work.
+static EXPORTING: AtomicBool = AtomicBool::new(false);
 
 /// Installs the global subscriber once, without export; later calls are no-ops (tests call it
 /// per test).
@@ -71,6 +77,7 @@ fn install(service: &'static str, otlp: Option<&str>) -> anyhow::Result<Export> 
         .with(filter)
         .try_init();
     if installed.is_ok() {
+        EXPORTING.store(provider.is_some(), Ordering::Relaxed);
         if let Some(endpoint) = otlp {
             tracing::info!(endpoint, "exporting traces over OTLP/HTTP");
         }
@@ -99,9 +106,12 @@ fn exporter(service: &'static str, endpoint: &str) -> anyhow::Result<SdkTracerPr
         .build())
 }
 
-/// Writes the current span's trace context into outgoing gRPC metadata (a no-op without export).
+/// Writes the current span's trace context into outgoing gRPC metadata.
 pub fn inject(metadata: &mut tonic::metadata::MetadataMap) {
     use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if !EXPORTING.load(Ordering::Relaxed) {
+        return;
+    }
     let context = tracing::Span::current().context();
     opentelemetry::global::get_text_map_propagator(|p| {
         p.inject_context(&context, &mut MetadataInjector(metadata));
@@ -111,6 +121,9 @@ pub fn inject(metadata: &mut tonic::metadata::MetadataMap) {
 /// Makes `span` a child of the trace context in incoming `headers`, if any.
 pub fn adopt(span: &tracing::Span, headers: &http::HeaderMap) {
     use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if !EXPORTING.load(Ordering::Relaxed) {
+        return;
+    }
     let parent =
         opentelemetry::global::get_text_map_propagator(|p| p.extract(&HeaderExtractor(headers)));
     let _ = span.set_parent(parent);

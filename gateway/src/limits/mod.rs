@@ -428,22 +428,21 @@ async fn hits_for(
     }
     if route == SIGN_IN {
         if let Some(account) = body.and_then(|b| body_field(b, "email")) {
-            let (limit, window) = GUESSES_PER_ACCOUNT_AND_IP;
-            hits.push(limits.fixed(
-                "password_guesses_ip",
-                &format!("{project}:{account}:{ip}"),
-                limit,
-                window,
-                now,
-            ));
-            let (limit, window) = GUESSES_PER_ACCOUNT;
-            hits.push(limits.fixed(
-                "password_guesses",
-                &format!("{project}:{account}"),
-                limit,
-                window,
-                now,
-            ));
+            let guesses = [
+                (
+                    "password_guesses_ip",
+                    format!("{project}:{account}:{ip}"),
+                    GUESSES_PER_ACCOUNT_AND_IP,
+                ),
+                (
+                    "password_guesses",
+                    format!("{project}:{account}"),
+                    GUESSES_PER_ACCOUNT,
+                ),
+            ];
+            for (bucket, subject, (limit, window)) in guesses {
+                hits.push(limits.fixed(bucket, &subject, limit, window, now));
+            }
         }
     }
     hits
