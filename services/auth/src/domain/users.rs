@@ -665,21 +665,14 @@ async fn page(
             break;
         }
     }
-    let next = if users.len() > limit {
-        let next = users[limit]["id"]
-            .as_str()
-            .and_then(|s| Uuid::parse_str(s).ok());
-        users.truncate(limit);
-        next
-    } else {
-        None
-    };
+    let next = cut_page(&mut users, limit);
     with_selected_teams(app, ctx, &mut users).await?;
     Ok((users, next))
 }
 
-/// Listing by team or search text: filters the project's users in memory (bounded by the
-/// team's size or the search's matches in practice, not by an index).
+/// Listing by team or search text (or without a limit): reads all the project's users and
+/// filters them in memory, then composes only those left. Fine for thousands of users, not
+/// for millions; the plain paged listing above is the scalable path.
 async fn filtered(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>, Option<Uuid>)> {
     let (_, settings) = app.project(ctx.project_id).await?;
     let mut rows = app.accounts.users(ctx.project_id).await?;
@@ -722,12 +715,15 @@ async fn filtered(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>
         });
     }
     let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
-    let channels = if ids.is_empty() {
-        HashMap::new()
+    // Only the remaining users' channels and records (an empty list would mean the project's).
+    let (channels, oauth) = if ids.is_empty() {
+        (HashMap::new(), HashMap::new())
     } else {
-        channels_of(app, ctx, &[]).await?
+        (
+            channels_of(app, ctx, &ids).await?,
+            oauth_of(app, ctx, &ids).await?,
+        )
     };
-    let oauth = oauth_of(app, ctx, &[]).await?;
     let mut users: Vec<Value> = rows
         .iter()
         .map(|r| view(r, of(&channels, &r.id), of(&oauth, &r.id), &settings))
@@ -742,16 +738,17 @@ async fn filtered(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>
             None => return Ok((Vec::new(), None)),
         }
     }
-    let next = match q.limit {
-        Some(limit) if users.len() > limit => {
-            let next = users[limit]["id"]
-                .as_str()
-                .and_then(|s| Uuid::parse_str(s).ok());
-            users.truncate(limit);
-            next
-        }
-        _ => None,
-    };
+    let next = q.limit.and_then(|limit| cut_page(&mut users, limit));
     with_selected_teams(app, ctx, &mut users).await?;
     Ok((users, next))
+}
+
+/// Keeps the first `limit` users; the id of the first one left out is the next page's cursor.
+fn cut_page(users: &mut Vec<Value>, limit: usize) -> Option<Uuid> {
+    let next = users
+        .get(limit)
+        .and_then(|u| u["id"].as_str())
+        .and_then(|s| Uuid::parse_str(s).ok());
+    users.truncate(limit);
+    next
 }
