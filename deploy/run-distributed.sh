@@ -24,6 +24,7 @@ for svc in auth teams contacts webhooks; do
 done
 
 export LATCHKEY_INTERNAL_TOKEN=${LATCHKEY_INTERNAL_TOKEN:-$(head -c 32 /dev/urandom | base64 | tr -dc 'a-zA-Z0-9')}
+export LATCHKEY_SECRETS_KEY=${LATCHKEY_SECRETS_KEY:-$(head -c 32 /dev/urandom | base64)}
 export LATCHKEY_AMQP_URL=${LATCHKEY_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}
 export LATCHKEY_AUTH_DATABASE_URL=$pg/${prefix}_auth
 export LATCHKEY_TEAMS_DATABASE_URL=$pg/${prefix}_teams

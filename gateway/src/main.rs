@@ -11,7 +11,9 @@ use latchkey_gateway::system::{self, Databases, SystemConfig};
 use latchkey_gateway::{AppState, GatewayConfig};
 use latchkey_shared::config::Common;
 use latchkey_shared::grpc::Deps;
+use latchkey_shared::sealed::SecretsKey;
 use latchkey_webhooks::UrlPolicy;
+use secrecy::ExposeSecret;
 use serde_json::json;
 
 #[derive(Parser)]
@@ -348,6 +350,13 @@ async fn main() -> anyhow::Result<()> {
                 internal_token: token,
                 auth_addr: auth_addr.clone(),
                 shutdown_delay: Duration::from_secs(cli.shutdown_delay_seconds),
+                secrets: SecretsKey::from_base64(
+                    cli.common
+                        .secrets_key
+                        .as_ref()
+                        .ok_or_else(|| anyhow::anyhow!("LATCHKEY_SECRETS_KEY is required for serve"))?
+                        .expose_secret(),
+                )?,
             };
             let listener = tokio::net::TcpListener::bind(grpc_addr).await?;
             tracing::info!(addr = %listener.local_addr()?, "service listening");
@@ -462,6 +471,10 @@ fn credentials_json(p: &latchkey_proto::auth::v1::CreatedProject) -> serde_json:
 /// Embedded mode: everything in this process on SQLite; a default project on first start.
 async fn embedded(cli: &Cli) -> anyhow::Result<()> {
     std::fs::create_dir_all(&cli.data_dir)?;
+    let secrets = match &cli.common.secrets_key {
+        Some(key) => SecretsKey::from_base64(key.expose_secret())?,
+        None => embedded_secrets_key(&cli.data_dir)?,
+    };
     let running = system::start(SystemConfig {
         http_addr: cli.http_addr.clone(),
         public_url: cli.public_url.clone(),
@@ -472,6 +485,7 @@ async fn embedded(cli: &Cli) -> anyhow::Result<()> {
         key_cache_ttl: Duration::from_secs(2),
         webhooks: cli.webhooks.config(String::new(), UrlPolicy::EMBEDDED)?,
         rate_limits: cli.limits.config(true)?,
+        secrets,
     })
     .await?;
     let project_file = cli.data_dir.join("project.json");
@@ -501,6 +515,17 @@ async fn embedded(cli: &Cli) -> anyhow::Result<()> {
         name = running.any_stopped() => tracing::error!(component = name, "a component stopped unexpectedly"),
     }
     running.shutdown().await
+}
+
+/// The data directory's own sealing key, made on first start. It sits beside the databases, so
+/// it protects copies of the database files, not the directory as a whole; production passes
+/// `LATCHKEY_SECRETS_KEY` from a secret store instead.
+fn embedded_secrets_key(dir: &std::path::Path) -> anyhow::Result<SecretsKey> {
+    let path = dir.join("secrets.key");
+    if !path.exists() {
+        write_private(&path, &SecretsKey::generate_base64())?;
+    }
+    Ok(SecretsKey::from_base64(&std::fs::read_to_string(&path)?)?)
 }
 
 /// Writes a file readable by its owner only (it holds keys).

@@ -54,6 +54,8 @@ pub struct SystemConfig {
     /// Delivery settings; its `database_url` is replaced by `databases.webhooks`.
     pub webhooks: latchkey_webhooks::Config,
     pub rate_limits: crate::limits::RateLimitConfig,
+    /// Seals stored secrets that must be read back.
+    pub secrets: latchkey_shared::sealed::SecretsKey,
 }
 
 /// A running system; dropping it does not stop it, `shutdown` does.
@@ -124,6 +126,7 @@ pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
         auth_addr: addr("auth"),
         // One process, no load balancer to wait for.
         shutdown_delay: Duration::ZERO,
+        secrets: cfg.secrets.clone(),
     };
     let (stop, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();

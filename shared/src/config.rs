@@ -14,4 +14,10 @@ pub struct Common {
     /// mode makes a random one per start.
     #[arg(long, env = "LATCHKEY_INTERNAL_TOKEN", hide_env_values = true)]
     pub internal_token: Option<SecretString>,
+
+    /// Key sealing stored secrets that must be read back (TOTP seeds, webhook secrets): 32
+    /// random bytes in base64 (`openssl rand -base64 32`). Required for `serve`; embedded mode
+    /// keeps one in its data directory.
+    #[arg(long, env = "LATCHKEY_SECRETS_KEY", hide_env_values = true)]
+    pub secrets_key: Option<SecretString>,
 }

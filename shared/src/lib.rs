@@ -27,6 +27,8 @@ pub mod limits;
 pub mod metrics;
 /// Password hashing (argon2id, bcrypt import) off the async runtime.
 pub mod password;
+/// Sealing of stored secrets that must be read back (AES-256-GCM).
+pub mod sealed;
 /// A shutdown signal many tasks can wait on.
 pub mod shutdown;
 /// Structured logging set-up.

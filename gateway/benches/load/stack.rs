@@ -71,6 +71,7 @@ impl Stack {
                 enabled: false,
                 ..RateLimitConfig::local()
             },
+            secrets: latchkey_shared::sealed::SecretsKey::generate(),
         })
         .await?;
         let created = running
@@ -106,6 +107,10 @@ impl Stack {
         env.push(("LATCHKEY_AMQP_URL".into(), infra.amqp_vhost().await?));
         let token = latchkey_shared::crypto::random_base32(45);
         env.push(("LATCHKEY_INTERNAL_TOKEN".into(), token.clone()));
+        env.push((
+            "LATCHKEY_SECRETS_KEY".into(),
+            latchkey_shared::sealed::SecretsKey::generate_base64(),
+        ));
         let mut listen = Vec::new();
         for name in COMPONENTS {
             let addr = free_port()?;

@@ -96,6 +96,10 @@ impl Processes {
         env.push(("LATCHKEY_SMTP_URL".into(), smtp_url.to_owned()));
         let token = latchkey_shared::crypto::random_base32(45);
         env.push(("LATCHKEY_INTERNAL_TOKEN".into(), token.clone()));
+        env.push((
+            "LATCHKEY_SECRETS_KEY".into(),
+            latchkey_shared::sealed::SecretsKey::generate_base64(),
+        ));
         let mut balancers = Vec::new();
         let mut listen = Vec::new();
         let mut reach = Vec::new();

@@ -35,6 +35,8 @@ pub struct App {
     pub contacts: Contacts,
     pub teams: Teams,
     pub clock: SharedClock,
+    /// Seals what must be stored but read back (TOTP seeds).
+    pub secrets: latchkey_shared::sealed::SecretsKey,
     /// e.g. `https://auth.example.com`; issuers are `<this>/api/v1/projects/<id>`.
     pub public_url: String,
 }

@@ -38,6 +38,8 @@ pub enum Error {
     Store(#[from] StoreError),
     #[error(transparent)]
     KeyGen(#[from] KeyGenError),
+    #[error(transparent)]
+    Sealed(#[from] latchkey_shared::sealed::SealError),
 }
 
 impl From<Invalid> for Error {
@@ -79,12 +81,17 @@ impl From<Error> for tonic::Status {
                 tracing::error!(error = %e, "token signing failed");
                 CodedError::internal()
             }
+            Error::Store(StoreError::Db(e)) => CodedError::from_db(e, "auth"),
             Error::Store(e) => {
                 tracing::error!(error = ?e, "auth store failed");
                 CodedError::internal()
             }
             Error::KeyGen(e) => {
                 tracing::error!(error = %e, "key generation failed");
+                CodedError::internal()
+            }
+            Error::Sealed(e) => {
+                tracing::error!(error = %e, "a stored secret could not be opened");
                 CodedError::internal()
             }
         };

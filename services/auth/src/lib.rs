@@ -79,6 +79,7 @@ pub async fn serve(
             passwords: Passwords::default(),
             contacts,
             clock: clock.clone(),
+            secrets: deps.secrets.clone(),
             public_url: cfg.public_url.trim_end_matches('/').to_owned(),
             oauth: store::oauth::OAuthAccounts::new(db.clone()),
             http: oauth_http()?,

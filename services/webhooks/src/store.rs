@@ -2,6 +2,7 @@
 //! statements for both backends, through `with_pool!`.
 
 use latchkey_shared::db::Database;
+use latchkey_shared::sealed::SecretsKey;
 use latchkey_shared::with_pool;
 use uuid::Uuid;
 
@@ -73,17 +74,47 @@ pub const PENDING: &str = "pending";
 pub const SUCCEEDED: &str = "succeeded";
 pub const FAILED: &str = "failed";
 
+/// Purpose the endpoint secrets are sealed under.
+const SEALED_AS: &str = "webhook-endpoint-secret";
+
 #[derive(Debug, Clone)]
 pub struct Store {
     db: Database,
+    /// Endpoint secrets are stored sealed: signing needs them back, a dump must not show them.
+    secrets: SecretsKey,
 }
 
 impl Store {
-    pub fn new(db: Database) -> Self {
-        Self { db }
+    pub fn new(db: Database, secrets: SecretsKey) -> Self {
+        Self { db, secrets }
+    }
+
+    /// The row as stored: secrets sealed.
+    fn sealed(&self, e: &Endpoint) -> Endpoint {
+        Endpoint {
+            secret: self.secrets.seal(SEALED_AS, &e.secret),
+            previous_secret: e
+                .previous_secret
+                .as_deref()
+                .map(|s| self.secrets.seal(SEALED_AS, s)),
+            ..e.clone()
+        }
+    }
+
+    /// The row as used: secrets opened.
+    fn opened(&self, mut e: Endpoint) -> sqlx::Result<Endpoint> {
+        let open = |s: &str| {
+            self.secrets
+                .open(SEALED_AS, s)
+                .map_err(|err| sqlx::Error::Decode(Box::new(err)))
+        };
+        e.secret = open(&e.secret)?;
+        e.previous_secret = e.previous_secret.as_deref().map(open).transpose()?;
+        Ok(e)
     }
 
     pub async fn insert_endpoint(&self, e: &Endpoint) -> sqlx::Result<()> {
+        let e = &self.sealed(e);
         let sql = format!(
             "INSERT INTO endpoints ({ENDPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
         );
@@ -95,6 +126,7 @@ impl Store {
     }
 
     pub async fn update_endpoint(&self, e: &Endpoint) -> sqlx::Result<bool> {
+        let e = &self.sealed(e);
         let sql =
             "UPDATE endpoints SET url = $1, description = $2, event_types = $3, enabled = $4, \
                    secret = $5, previous_secret = $6, previous_secret_expires_at_millis = $7 \
@@ -116,14 +148,16 @@ impl Store {
     pub async fn endpoint(&self, project: Uuid, id: Uuid) -> sqlx::Result<Option<Endpoint>> {
         let sql =
             format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE project_id = $1 AND id = $2");
-        with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await)
+        let row: Option<Endpoint> = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await)?;
+        row.map(|e| self.opened(e)).transpose()
     }
 
     pub async fn endpoints(&self, project: Uuid) -> sqlx::Result<Vec<Endpoint>> {
         let sql = format!(
             "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE project_id = $1 ORDER BY created_at_millis, id"
         );
-        with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await)
+        let rows: Vec<Endpoint> = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await)?;
+        rows.into_iter().map(|e| self.opened(e)).collect()
     }
 
     /// Records a message and one pending delivery per endpoint, once: a redelivered event

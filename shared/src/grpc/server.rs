@@ -26,6 +26,8 @@ pub struct Deps {
     /// After the shutdown signal, how long to keep serving while health reports NOT_SERVING,
     /// so load balancers stop sending new calls before the listener closes.
     pub shutdown_delay: std::time::Duration,
+    /// Seals stored secrets that must be read back (`LATCHKEY_SECRETS_KEY`).
+    pub secrets: crate::sealed::SecretsKey,
 }
 
 impl Deps {

@@ -56,6 +56,9 @@ pub async fn sign_in(
     })
 }
 
+/// Purpose TOTP seeds are sealed under (`latchkey_shared::sealed`).
+pub const TOTP_SEALED_AS: &str = "totp-seed";
+
 fn invalid_totp() -> Error {
     coded(ErrorCode::InvalidTotpCode, "The TOTP code is not valid.")
 }
@@ -80,6 +83,8 @@ pub async fn verify(app: &App, ctx: &Context, attempt_code: &str, code: &str) ->
     let secret = row
         .totp_secret
         .as_deref()
+        .map(|s| app.secrets.open(TOTP_SEALED_AS, s))
+        .transpose()?
         .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
         .ok_or_else(invalid_totp)?;
     let step = totp::matching_step(&secret, code, app.now()).ok_or_else(invalid_totp)?;

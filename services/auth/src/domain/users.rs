@@ -246,7 +246,9 @@ async fn apply(
         row.country_code = v.clone();
     }
     if let Some(secret) = &w.totp_secret {
-        row.totp_secret = secret.clone();
+        row.totp_secret = secret
+            .as_deref()
+            .map(|s| app.secrets.seal(super::mfa::TOTP_SEALED_AS, s));
     }
     if let Some((bot, abuse)) = w.risk_scores {
         row.risk_score_bot = bot;

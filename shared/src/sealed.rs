@@ -1,0 +1,143 @@
+//! Secrets that must be read back, not just compared (TOTP seeds, webhook signing secrets), are
+//! stored sealed: AES-256-GCM under a key the operator holds outside the database
+//! (`LATCHKEY_SECRETS_KEY`), so a dump or a backup of the database alone reveals none of them.
+//! Secrets that are only compared (keys, refresh tokens, codes) are hashed instead (`crypto`).
+
+use std::sync::Arc;
+
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine;
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
+use ring::rand::{SecureRandom, SystemRandom};
+
+/// Marks a sealed value; anything else in a sealed column is a value written before sealing
+/// existed and is read as it is (it gets sealed when next written).
+const PREFIX: &str = "sealed:v1:";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SealError {
+    #[error("LATCHKEY_SECRETS_KEY must be 32 bytes in standard base64")]
+    BadKey,
+    #[error("a sealed secret could not be opened (wrong LATCHKEY_SECRETS_KEY or damaged data)")]
+    Unopenable,
+}
+
+/// The key sealing stored secrets. Cloning shares it.
+#[derive(Clone)]
+pub struct SecretsKey {
+    key: Arc<LessSafeKey>,
+}
+
+impl std::fmt::Debug for SecretsKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretsKey(..)")
+    }
+}
+
+impl SecretsKey {
+    /// The key from its configured form: 32 random bytes in standard base64.
+    pub fn from_base64(text: &str) -> Result<Self, SealError> {
+        let raw = STANDARD.decode(text.trim()).map_err(|_| SealError::BadKey)?;
+        let unbound = UnboundKey::new(&AES_256_GCM, &raw).map_err(|_| SealError::BadKey)?;
+        Ok(Self {
+            key: Arc::new(LessSafeKey::new(unbound)),
+        })
+    }
+
+    /// A new random key in its configured form (embedded mode keeps it in its data directory).
+    pub fn generate_base64() -> String {
+        let mut raw = [0u8; 32];
+        SystemRandom::new()
+            .fill(&mut raw)
+            .expect("the OS random generator failed");
+        STANDARD.encode(raw)
+    }
+
+    /// A new random key held only in memory (tests, benches).
+    pub fn generate() -> Self {
+        Self::from_base64(&Self::generate_base64()).expect("a generated key is well formed")
+    }
+
+    /// Seals `plain` for one purpose: the purpose is authenticated, so a value sealed as a TOTP
+    /// seed cannot be opened as a webhook secret.
+    pub fn seal(&self, purpose: &str, plain: &str) -> String {
+        let mut nonce = [0u8; NONCE_LEN];
+        SystemRandom::new()
+            .fill(&mut nonce)
+            .expect("the OS random generator failed");
+        let mut data = plain.as_bytes().to_vec();
+        self.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(purpose.as_bytes()),
+                &mut data,
+            )
+            .expect("AES-GCM sealing of a short secret cannot fail");
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&data);
+        format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(out))
+    }
+
+    /// The plain secret of a stored value (values from before sealing pass through).
+    pub fn open(&self, purpose: &str, stored: &str) -> Result<String, SealError> {
+        let Some(encoded) = stored.strip_prefix(PREFIX) else {
+            return Ok(stored.to_owned());
+        };
+        let mut raw = URL_SAFE_NO_PAD
+            .decode(encoded)
+            .map_err(|_| SealError::Unopenable)?;
+        if raw.len() < NONCE_LEN {
+            return Err(SealError::Unopenable);
+        }
+        let mut data = raw.split_off(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(&raw).map_err(|_| SealError::Unopenable)?;
+        let plain = self
+            .key
+            .open_in_place(nonce, Aad::from(purpose.as_bytes()), &mut data)
+            .map_err(|_| SealError::Unopenable)?;
+        String::from_utf8(plain.to_vec()).map_err(|_| SealError::Unopenable)
+    }
+
+    /// Whether a stored value is sealed (tests and the plaintext scan use it).
+    pub fn is_sealed(stored: &str) -> bool {
+        stored.starts_with(PREFIX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> SecretsKey {
+        SecretsKey::from_base64(&SecretsKey::generate_base64()).unwrap()
+    }
+
+    #[test]
+    fn sealed_values_open_only_with_their_key_and_purpose() {
+        let k = key();
+        let sealed = k.seal("totp", "JBSWY3DPEHPK3PXP");
+        assert!(SecretsKey::is_sealed(&sealed));
+        assert!(!sealed.contains("JBSWY3DPEHPK3PXP"));
+        assert_ne!(sealed, k.seal("totp", "JBSWY3DPEHPK3PXP"), "nonces repeat");
+        assert_eq!(k.open("totp", &sealed).unwrap(), "JBSWY3DPEHPK3PXP");
+        assert!(k.open("webhook", &sealed).is_err());
+        assert!(key().open("totp", &sealed).is_err());
+        let mut tampered = sealed.clone();
+        tampered.pop();
+        tampered.push(if sealed.ends_with('A') { 'B' } else { 'A' });
+        assert!(k.open("totp", &tampered).is_err());
+        assert!(k.open("totp", "sealed:v1:").is_err());
+    }
+
+    #[test]
+    fn values_from_before_sealing_pass_through() {
+        assert_eq!(key().open("totp", "whsec_abc").unwrap(), "whsec_abc");
+    }
+
+    #[test]
+    fn keys_must_be_32_bytes_of_base64() {
+        assert!(SecretsKey::from_base64("short").is_err());
+        assert!(SecretsKey::from_base64(&STANDARD.encode([0u8; 16])).is_err());
+        assert!(SecretsKey::from_base64(&STANDARD.encode([7u8; 32])).is_ok());
+    }
+}
