@@ -61,10 +61,7 @@ impl From<CodeError> for CodedError {
                 ErrorCode::VerificationCodeMaxAttemptsReached,
                 "Too many attempts were made with this code.",
             ),
-            CodeError::Db(err) => {
-                tracing::error!(error = %err, "code store failed");
-                return CodedError::internal();
-            }
+            CodeError::Db(err) => return CodedError::from_db(err, "codes"),
         };
         CodedError::new(code, message)
     }

@@ -43,7 +43,9 @@ impl Database {
             let options = PgConnectOptions::from_str(url)?;
             let pool = PgPoolOptions::new()
                 .max_connections(16)
-                .acquire_timeout(Duration::from_secs(5))
+                // Short, so that while the server is down calls fail fast with 503 instead of
+                // piling up behind connection attempts (sqlx retries connecting until then).
+                .acquire_timeout(Duration::from_millis(1500))
                 .connect_with(options)
                 .await?;
             Ok(Self::Postgres(pool))
@@ -155,6 +157,25 @@ where
         found.extend(rows);
     }
     Ok(found)
+}
+
+/// Whether an error means the database cannot be reached right now (stopped, restarting,
+/// refusing connections, or every pooled connection busy past the acquire timeout) rather than
+/// that the statement was wrong: such calls answer 503 so clients retry.
+pub fn is_unavailable(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => true,
+        // SQLSTATE class 08 (connection exception), 57P (operator intervention: shutdown,
+        // crash recovery, cannot connect now) and 53300 (too many connections).
+        sqlx::Error::Database(d) => d
+            .code()
+            .is_some_and(|c| c.starts_with("08") || c.starts_with("57P") || c == "53300"),
+        _ => false,
+    }
 }
 
 pub fn is_unique_violation(err: &sqlx::Error) -> bool {

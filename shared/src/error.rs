@@ -205,6 +205,21 @@ impl CodedError {
         )
     }
 
+    /// What a failed database call becomes, logged: 503 `SERVICE_UNAVAILABLE` while the
+    /// database cannot be reached (`db::is_unavailable`), so callers retry; otherwise 500.
+    pub fn from_db(err: &sqlx::Error, store: &str) -> Self {
+        if crate::db::is_unavailable(err) {
+            tracing::warn!(error = %err, store, "database unavailable");
+            Self::new(
+                ErrorCode::ServiceUnavailable,
+                "The database is unavailable; try again shortly.",
+            )
+        } else {
+            tracing::error!(error = ?err, store, "database call failed");
+            Self::internal()
+        }
+    }
+
     /// The only way a coded error becomes a gRPC status.
     pub fn into_status(self) -> Status {
         let wire = WireDetails {

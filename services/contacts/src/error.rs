@@ -73,6 +73,7 @@ impl From<Error> for tonic::Status {
                 tracing::error!(error = %e, "mail failed");
                 CodedError::internal()
             }
+            Error::Store(StoreError::Db(e)) => CodedError::from_db(&e, "contacts"),
             Error::Store(e) => {
                 tracing::error!(error = ?e, "contacts store failed");
                 CodedError::internal()

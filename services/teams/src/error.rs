@@ -42,6 +42,7 @@ impl From<Error> for tonic::Status {
             Error::Invalid(m) => CodedError::schema(m).into_status(),
             Error::Coded(c) => c.into_status(),
             Error::Upstream(s) => s,
+            Error::Store(StoreError::Db(e)) => CodedError::from_db(&e, "teams").into_status(),
             Error::Store(e) => {
                 tracing::error!(error = ?e, "teams store failed");
                 CodedError::internal().into_status()

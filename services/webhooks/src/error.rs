@@ -33,10 +33,7 @@ impl From<Error> for tonic::Status {
                 CodedError::new(ErrorCode::WebhookUrlNotAllowed, err.to_string())
                     .with_details(json!({ "url": url, "reason": reason }))
             }
-            Error::Db(e) => {
-                tracing::error!(error = %e, "webhooks store failed");
-                CodedError::internal()
-            }
+            Error::Db(e) => CodedError::from_db(e, "webhooks"),
         };
         coded.into()
     }
