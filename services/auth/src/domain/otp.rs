@@ -71,8 +71,18 @@ pub async fn send_code(
     require_enabled(&settings)?;
     require_trusted(callback_url, &settings)?;
     let address = email::normalize(address);
-    if let Some(user_id) = account_for(app, ctx, &settings, &address).await? {
-        enable_otp(app, ctx.project_id, user_id).await?;
+    // The answer is the same whatever the address (no account enumeration; issue 11 over
+    // 10 §2.2's 409 and 400 here). Step 1's refusals still hold: sign-in re-evaluates them,
+    // so they reach only someone who received the code, i.e. holds the mailbox.
+    match account_for(app, ctx, &settings, &address).await {
+        Ok(Some(user_id)) => enable_otp(app, ctx.project_id, user_id).await?,
+        Ok(None) => {}
+        Err(Error::Coded(c))
+            if matches!(
+                c.code,
+                ErrorCode::UserEmailAlreadyExists | ErrorCode::SignUpNotEnabled
+            ) => {}
+        Err(e) => return Err(e),
     }
     let ttl = i64::from(settings.otp_code_lifetime_seconds) * 1000;
     let code = app

@@ -168,10 +168,12 @@ pub async fn sign_in(
     let (_, settings) = app.project(ctx.project_id).await?;
     require_credential(&settings)?;
     let user_id = auth_user(app, ctx, address).await?;
-    let row = match user_id {
-        Some(id) => app.accounts.user(ctx.project_id, id).await?,
-        None => None,
-    };
+    // An unknown address reads a row too (the nil id, which never exists), so both take the
+    // same steps: sign-in time must not tell whether an account exists.
+    let row = app
+        .accounts
+        .user(ctx.project_id, user_id.unwrap_or(Uuid::nil()))
+        .await?;
     let stored = row.as_ref().and_then(|r| r.password_hash.as_deref());
     let matches = app.passwords.verify(password, stored).await?;
     let Some(row) = row.filter(|_| matches) else {
