@@ -32,6 +32,17 @@ impl ApiError {
         )
     }
 
+    /// A body that stopped arriving: 408 with code `BAD_REQUEST`, like the oversized one.
+    pub fn body_timeout() -> Self {
+        Self(
+            CodedError::new(
+                ErrorCode::BadRequest,
+                "The request body did not arrive in time.",
+            ),
+            Some(StatusCode::REQUEST_TIMEOUT),
+        )
+    }
+
     pub fn body_parsing(message: impl Into<String>) -> Self {
         let message = message.into();
         Self::new(ErrorCode::BodyParsingError, message.clone())

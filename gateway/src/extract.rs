@@ -58,6 +58,8 @@ async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Value,
     let bytes = Bytes::from_request(request, state).await.map_err(|e| {
         if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::too_large()
+        } else if timed_out(&e) {
+            ApiError::body_timeout()
         } else {
             ApiError::body_parsing("The request body could not be read.")
         }
@@ -92,7 +94,38 @@ async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Value,
     if !value.is_object() {
         return Err(ApiError::schema("The body must be a JSON object."));
     }
+    if holds_nul(&value) {
+        return Err(nul_refused());
+    }
     Ok(value)
+}
+
+/// Whether the body read failed because the client stopped sending (the body timeout).
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(err) = cause {
+        if err.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cause = err.source();
+    }
+    false
+}
+
+/// Whether any string or key in a document holds U+0000. PostgreSQL cannot store it and
+/// SQLite would, so refusing it at the door keeps both backends answering alike; no field of
+/// the API has a use for it.
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        _ => false,
+    }
+}
+
+fn nul_refused() -> ApiError {
+    ApiError::schema("Strings may not contain the NUL character (U+0000).")
 }
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
@@ -119,6 +152,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         let query = parts.uri.query().unwrap_or("");
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
+            .map_err(|e| ApiError::schema(format!("Invalid query: {e}")))?;
+        if pairs.iter().any(|(k, v)| k.contains('\0') || v.contains('\0')) {
+            return Err(nul_refused());
+        }
         serde_urlencoded::from_str(query)
             .map(Query)
             .map_err(|e| ApiError::schema(format!("Invalid query: {e}")))

@@ -117,5 +117,55 @@ pub struct ApiDoc;
 #[utoipa::path(get, path = "/api/v1/openapi.json", tag = "root",
     responses((status = 200, description = "This document")))]
 pub async fn document() -> Json<utoipa::openapi::OpenApi> {
-    Json(ApiDoc::openapi())
+    Json(spec())
+}
+
+/// The served document: the handlers' paths, each operation also answering with the error
+/// envelope (00 §4) as its `default` response, since any operation can fail with the generic
+/// codes (400, 401, 403, 404, 413, 429, 503) besides its own.
+pub fn spec() -> utoipa::openapi::OpenApi {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+
+    let mut doc = ApiDoc::openapi();
+    let text = || ObjectBuilder::new().schema_type(Type::String);
+    let envelope = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("code", text().pattern(Some("^[A-Z][A-Z0-9_]*$")))
+        .property("error", text())
+        .property("details", ObjectBuilder::new().schema_type(Type::Object))
+        .required("code")
+        .required("error")
+        .description(Some("The error envelope (00 §4); `code` also comes in the `X-Service-Known-Error` header"))
+        .build();
+    doc.components
+        .get_or_insert_with(Default::default)
+        .schemas
+        .insert("ErrorEnvelope".into(), envelope.into());
+    let error = ResponseBuilder::new()
+        .description("An error in the envelope of 00 §4")
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorEnvelope")))
+                .build(),
+        )
+        .build();
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for operation in operations.into_iter().flatten() {
+            operation
+                .responses
+                .responses
+                .entry("default".into())
+                .or_insert_with(|| error.clone().into());
+        }
+    }
+    doc
 }
