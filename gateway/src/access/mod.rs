@@ -132,11 +132,24 @@ fn header<'a>(headers: &'a axum::http::HeaderMap, name: &str) -> Result<Option<&
     headers::read(headers, name).map_err(|_| ())
 }
 
-async fn validate_headers(
-    app: &AppState,
-    headers: &axum::http::HeaderMap,
-    request_id: Option<String>,
-) -> Result<Option<Access>, ApiError> {
+/// What the access headers say (00 §3.1 steps 1–4), before anything is checked against stored
+/// state; `None` for a request without an access type or key (anonymous).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Presented<'a> {
+    pub access_type: AccessType,
+    /// The project id as sent; `project_id` is it parsed, if it parses.
+    pub project_text: &'a str,
+    pub project_id: Option<Uuid>,
+    /// `Err` for a token header that is not readable text.
+    pub token: Result<Option<&'a str>, ()>,
+    /// Whether the request allows restricted (or anonymous) users.
+    pub allow_restricted: bool,
+    /// The key for the access type; `None` when its header is absent.
+    pub key: Option<&'a str>,
+}
+
+/// Reads the access headers under every prefix (steps 1–4 of 00 §3.1).
+pub fn presented(headers: &axum::http::HeaderMap) -> Result<Option<Presented<'_>>, ApiError> {
     let key_present = [
         headers::PUBLISHABLE_CLIENT_KEY,
         headers::SECRET_SERVER_KEY,
@@ -175,6 +188,36 @@ async fn validate_headers(
             )
             .with_details(json!({ "request_type": access_type.as_str() }))
         })?;
+    let allow_restricted = [
+        headers::ALLOW_RESTRICTED_USER,
+        headers::ALLOW_ANONYMOUS_USER,
+    ]
+    .iter()
+    .any(|h| matches!(header(headers, h), Ok(Some("true"))));
+    Ok(Some(Presented {
+        access_type,
+        project_text,
+        project_id: Uuid::parse_str(project_text).ok(),
+        token: header(headers, headers::ACCESS_TOKEN),
+        allow_restricted,
+        key: header(headers, access_type.key_header()).unwrap_or(Some("")),
+    }))
+}
+
+async fn validate_headers(
+    app: &AppState,
+    headers: &axum::http::HeaderMap,
+    request_id: Option<String>,
+) -> Result<Option<Access>, ApiError> {
+    let Some(presented) = presented(headers)? else {
+        return Ok(None);
+    };
+    let Presented {
+        access_type,
+        project_text,
+        project_id,
+        ..
+    } = presented;
     let project_not_found = || {
         ApiError::new(
             ErrorCode::CurrentProjectNotFound,
@@ -182,9 +225,8 @@ async fn validate_headers(
         )
         .with_details(json!({ "project_id": project_text }))
     };
-    let project_id = Uuid::parse_str(project_text).ok();
     // Step 5.
-    let user = match header(headers, headers::ACCESS_TOKEN) {
+    let user = match presented.token {
         Ok(None) => None,
         Err(()) => {
             return Err(ApiError::new(
@@ -195,13 +237,7 @@ async fn validate_headers(
         Ok(Some(token)) => {
             let header_project = project_id.unwrap_or(Uuid::nil());
             let user = app.tokens.verify(token, header_project).await?;
-            let allow = [
-                headers::ALLOW_RESTRICTED_USER,
-                headers::ALLOW_ANONYMOUS_USER,
-            ]
-            .iter()
-            .any(|h| matches!(header(headers, h), Ok(Some("true"))));
-            if user.restricted && !allow {
+            if user.restricted && !presented.allow_restricted {
                 return Err(ApiError::new(
                     ErrorCode::RestrictedUserNotAllowed,
                     "Restricted users need the allow-restricted-user header.",
@@ -229,7 +265,7 @@ async fn validate_headers(
     };
     // Step 6 and 7: one call answers both.
     let project_id = project_id.ok_or_else(project_not_found)?;
-    let key = header(headers, access_type.key_header()).unwrap_or(Some(""));
+    let key = presented.key;
     let outcome = app
         .access
         .check(project_id, access_type, key.unwrap_or(""))

@@ -151,88 +151,109 @@ impl TokenVerifier {
         token: &str,
         header_project: Uuid,
     ) -> Result<TokenUser, ApiError> {
-        let header = jsonwebtoken::decode_header(token).map_err(|_| unparsable())?;
-        if header.alg != Algorithm::ES256 {
-            return Err(unparsable());
-        }
-        let kid = header.kid.ok_or_else(unparsable)?;
-        let project = claimed_project(token).ok_or_else(unparsable)?;
+        let (kid, project) = named(token)?;
         let mut keys = self.project_keys(project, false).await?;
         if !keys.iter().any(|k| k.kid == kid) {
             keys = self.project_keys(project, true).await?;
         }
         let jwk = keys.iter().find(|k| k.kid == kid).ok_or_else(unparsable)?;
-        let key = DecodingKey::from_ec_components(&jwk.x, &jwk.y).map_err(|_| unparsable())?;
-
-        let mut validation = Validation::new(Algorithm::ES256);
-        validation.validate_exp = false;
-        validation.validate_nbf = false;
-        validation.validate_aud = false;
-        validation.required_spec_claims.clear();
-        let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
-            .map_err(|_| unparsable())?
-            .claims;
-
-        let restricted = jwk.audience == "restricted";
-        let (aud, iss) = if restricted {
-            (
-                format!("{project}:restricted"),
-                format!(
-                    "{}/api/v1/projects-restricted-users/{project}",
-                    self.public_url
-                ),
-            )
-        } else {
-            (
-                project.to_string(),
-                format!("{}/api/v1/projects/{project}", self.public_url),
-            )
-        };
-        if claims.aud != aud
-            || claims.iss != iss
-            || claims.project_id != project.to_string()
-            || claims.is_restricted != restricted
-        {
-            return Err(unparsable());
-        }
-        let user_id = Uuid::parse_str(&claims.sub).map_err(|_| unparsable())?;
-
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        if claims.exp <= i64::try_from(now).unwrap_or(i64::MAX) {
-            return Err(ApiError::new(
-                ErrorCode::AccessTokenExpired,
-                "The access token has expired.",
-            )
-            .with_details(json!({
-                "expired_at_millis": claims.exp.saturating_mul(1000),
-                "project_id": project,
-                "user_id": user_id,
-                "refresh_token_id": claims.refresh_token_id,
-            })));
-        }
-        if project != header_project {
-            return Err(ApiError::new(
-                ErrorCode::InvalidProjectForAccessToken,
-                "The access token belongs to another project.",
-            )
-            .with_details(json!({
-                "expected_project_id": header_project,
-                "actual_project_id": project,
-            })));
-        }
-        Ok(TokenUser {
-            user_id,
-            session_id: claims
-                .refresh_token_id
-                .as_deref()
-                .and_then(|s| Uuid::parse_str(s).ok()),
-            restricted,
-            restricted_reason: claims.restricted_reason,
-            issued_at_secs: claims.iat,
-            expires_at_secs: claims.exp,
-        })
+        check(
+            token,
+            jwk,
+            &self.public_url,
+            header_project,
+            i64::try_from(now).unwrap_or(i64::MAX),
+        )
     }
+}
+
+/// The key id and project a token names, read before anything in it is trusted, only to pick
+/// the keys to verify it with. Anything but ES256 is refused here.
+pub fn named(token: &str) -> Result<(String, Uuid), ApiError> {
+    let header = jsonwebtoken::decode_header(token).map_err(|_| unparsable())?;
+    if header.alg != Algorithm::ES256 {
+        return Err(unparsable());
+    }
+    let kid = header.kid.ok_or_else(unparsable)?;
+    let project = claimed_project(token).ok_or_else(unparsable)?;
+    Ok((kid, project))
+}
+
+/// Verifies `token` with `jwk` (the project key its `kid` names) at `now` (seconds): the
+/// signature, then issuer and audience, then expiry, then the project of the request.
+pub fn check(
+    token: &str,
+    jwk: &Jwk,
+    public_url: &str,
+    header_project: Uuid,
+    now: i64,
+) -> Result<TokenUser, ApiError> {
+    let (_, project) = named(token)?;
+    let key = DecodingKey::from_ec_components(&jwk.x, &jwk.y).map_err(|_| unparsable())?;
+    let mut validation = Validation::new(Algorithm::ES256);
+    validation.validate_exp = false;
+    validation.validate_nbf = false;
+    validation.validate_aud = false;
+    validation.required_spec_claims.clear();
+    let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
+        .map_err(|_| unparsable())?
+        .claims;
+
+    let restricted = jwk.audience == "restricted";
+    let (aud, iss) = if restricted {
+        (
+            format!("{project}:restricted"),
+            format!("{public_url}/api/v1/projects-restricted-users/{project}"),
+        )
+    } else {
+        (
+            project.to_string(),
+            format!("{public_url}/api/v1/projects/{project}"),
+        )
+    };
+    if claims.aud != aud
+        || claims.iss != iss
+        || claims.project_id != project.to_string()
+        || claims.is_restricted != restricted
+    {
+        return Err(unparsable());
+    }
+    let user_id = Uuid::parse_str(&claims.sub).map_err(|_| unparsable())?;
+    if claims.exp <= now {
+        return Err(ApiError::new(
+            ErrorCode::AccessTokenExpired,
+            "The access token has expired.",
+        )
+        .with_details(json!({
+            "expired_at_millis": claims.exp.saturating_mul(1000),
+            "project_id": project,
+            "user_id": user_id,
+            "refresh_token_id": claims.refresh_token_id,
+        })));
+    }
+    if project != header_project {
+        return Err(ApiError::new(
+            ErrorCode::InvalidProjectForAccessToken,
+            "The access token belongs to another project.",
+        )
+        .with_details(json!({
+            "expected_project_id": header_project,
+            "actual_project_id": project,
+        })));
+    }
+    Ok(TokenUser {
+        user_id,
+        session_id: claims
+            .refresh_token_id
+            .as_deref()
+            .and_then(|s| Uuid::parse_str(s).ok()),
+        restricted,
+        restricted_reason: claims.restricted_reason,
+        issued_at_secs: claims.iat,
+        expires_at_secs: claims.exp,
+    })
 }

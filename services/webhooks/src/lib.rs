@@ -7,7 +7,7 @@ mod endpoints;
 mod error;
 mod fanout;
 mod grpc;
-mod signing;
+pub mod signing;
 mod store;
 pub mod url_policy;
 
@@ -60,7 +60,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let routes = |db: Database, stop: latchkey_shared::shutdown::Shutdown| {
-        let store = store::Store::new(db.clone());
+        let store = store::Store::new(db.clone(), deps.secrets.clone());
         let wake = Arc::new(Notify::new());
         let fanout: Arc<dyn Handler> = Arc::new(fanout::Fanout {
             store: store.clone(),

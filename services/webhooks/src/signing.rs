@@ -41,6 +41,22 @@ pub fn signature(secrets: &[&str], id: &str, timestamp: i64, body: &str) -> Stri
         .join(" ")
 }
 
+/// Whether a `webhook-signature` value holds a `v1` entry `secret` made over this message: what
+/// a receiver checks (the timestamp's freshness is the receiver's own policy). The comparison
+/// is ring's constant-time HMAC verification.
+pub fn verify(secret: &str, id: &str, timestamp: i64, body: &[u8], header: &str) -> bool {
+    let Some(key) = key_of(secret) else {
+        return false;
+    };
+    let mut content = format!("{id}.{timestamp}.").into_bytes();
+    content.extend_from_slice(body);
+    header
+        .split(' ')
+        .filter_map(|entry| entry.strip_prefix("v1,"))
+        .filter_map(|tag| STANDARD.decode(tag).ok())
+        .any(|tag| hmac::verify(&key, &content, &tag).is_ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,5 +80,19 @@ mod tests {
         let both = signature(&[&a, &b], "msg_1", 1, "{}");
         assert_eq!(both.split(' ').count(), 2);
         assert!(both.starts_with(&signature(&[&a], "msg_1", 1, "{}")));
+    }
+
+    #[test]
+    fn verifies_its_own_signatures_and_nothing_else() {
+        let (a, b) = (new_secret(), new_secret());
+        let both = signature(&[&a, &b], "msg_1", 7, "{}");
+        assert!(verify(&a, "msg_1", 7, b"{}", &both));
+        assert!(verify(&b, "msg_1", 7, b"{}", &both));
+        assert!(!verify(&new_secret(), "msg_1", 7, b"{}", &both));
+        assert!(!verify(&a, "msg_2", 7, b"{}", &both));
+        assert!(!verify(&a, "msg_1", 8, b"{}", &both));
+        assert!(!verify(&a, "msg_1", 7, b"{ }", &both));
+        assert!(!verify(&a, "msg_1", 7, b"{}", &both.replace("v1,", "v2,")));
+        assert!(!verify("not a secret", "msg_1", 7, b"{}", &both));
     }
 }
