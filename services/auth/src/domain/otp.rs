@@ -3,6 +3,7 @@
 //! and the response returns the other 39 as the nonce the client sends back with them.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use latchkey_proto::contacts::v1 as contacts;
 use latchkey_shared::error::ErrorCode;
@@ -55,9 +56,13 @@ async fn account_for(
     }
 }
 
-/// `POST /auth/otp/send-sign-in-code`: returns the nonce; the mail goes out in the background.
+/// `POST /auth/otp/send-sign-in-code`: returns the nonce. The answer and its time are the same
+/// whatever the address (no account enumeration; issue 11 over 10 §2.2's 409 and 400 here):
+/// the code carries only the address, and the account look-up and the mail happen in the
+/// background. Step 1's refusals still hold, since sign-in re-evaluates them, so they reach
+/// only someone who received the code, i.e. holds the mailbox.
 pub async fn send_code(
-    app: &App,
+    app: &Arc<App>,
     ctx: &Context,
     address: &str,
     callback_url: &str,
@@ -71,19 +76,6 @@ pub async fn send_code(
     require_enabled(&settings)?;
     require_trusted(callback_url, &settings)?;
     let address = email::normalize(address);
-    // The answer is the same whatever the address (no account enumeration; issue 11 over
-    // 10 §2.2's 409 and 400 here). Step 1's refusals still hold: sign-in re-evaluates them,
-    // so they reach only someone who received the code, i.e. holds the mailbox.
-    match account_for(app, ctx, &settings, &address).await {
-        Ok(Some(user_id)) => enable_otp(app, ctx.project_id, user_id).await?,
-        Ok(None) => {}
-        Err(Error::Coded(c))
-            if matches!(
-                c.code,
-                ErrorCode::UserEmailAlreadyExists | ErrorCode::SignUpNotEnabled
-            ) => {}
-        Err(e) => return Err(e),
-    }
     let ttl = i64::from(settings.otp_code_lifetime_seconds) * 1000;
     let code = app
         .codes
@@ -99,15 +91,32 @@ pub async fn send_code(
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
     let request = contacts::SendEmailRequest {
-        to: address,
+        to: address.clone(),
         template: "otp_sign_in".into(),
         variables,
         mail: mail_override(&settings),
     };
-    let mut client = app.contacts();
-    let request = app.to_service(ctx, request);
+    let (app, ctx) = (app.clone(), ctx.clone());
     tokio::spawn(async move {
-        if let Err(e) = client.send_email(request).await {
+        let prepared = match account_for(&app, &ctx, &settings, &address).await {
+            Ok(Some(user_id)) => enable_otp(&app, ctx.project_id, user_id).await,
+            Ok(None) => Ok(()),
+            Err(Error::Coded(c))
+                if matches!(
+                    c.code,
+                    ErrorCode::UserEmailAlreadyExists | ErrorCode::SignUpNotEnabled
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = prepared {
+            tracing::warn!(error = %e, "could not prepare a sign-in code's account");
+            return;
+        }
+        let request = app.to_service(&ctx, request);
+        if let Err(e) = app.contacts().send_email(request).await {
             tracing::warn!(error = %e, "could not send a sign-in code");
         }
     });
