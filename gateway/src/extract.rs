@@ -154,7 +154,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
         let query = parts.uri.query().unwrap_or("");
         let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
             .map_err(|e| ApiError::schema(format!("Invalid query: {e}")))?;
-        if pairs.iter().any(|(k, v)| k.contains('\0') || v.contains('\0')) {
+        if pairs
+            .iter()
+            .any(|(k, v)| k.contains('\0') || v.contains('\0'))
+        {
             return Err(nul_refused());
         }
         serde_urlencoded::from_str(query)

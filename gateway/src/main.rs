@@ -354,7 +354,9 @@ async fn main() -> anyhow::Result<()> {
                     cli.common
                         .secrets_key
                         .as_ref()
-                        .ok_or_else(|| anyhow::anyhow!("LATCHKEY_SECRETS_KEY is required for serve"))?
+                        .ok_or_else(|| {
+                            anyhow::anyhow!("LATCHKEY_SECRETS_KEY is required for serve")
+                        })?
                         .expose_secret(),
                 )?,
             };

@@ -136,7 +136,9 @@ pub fn spec() -> utoipa::openapi::OpenApi {
         .property("details", ObjectBuilder::new().schema_type(Type::Object))
         .required("code")
         .required("error")
-        .description(Some("The error envelope (00 §4); `code` also comes in the `X-Service-Known-Error` header"))
+        .description(Some(
+            "The error envelope (00 §4); `code` also comes in the `X-Service-Known-Error` header",
+        ))
         .build();
     doc.components
         .get_or_insert_with(Default::default)

@@ -20,6 +20,41 @@ pub fn rabbitmqctl(arg: &str) {
     );
 }
 
+/// Stops the local PostgreSQL cluster (fast: open sessions are ended) or starts it again and
+/// waits until it accepts connections; for tests of a database outage.
+pub fn postgres_cluster(action: &str) {
+    let version = std::fs::read_dir("/etc/postgresql")
+        .ok()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .max_by_key(|v| v.parse::<u32>().unwrap_or(0))
+        .unwrap_or_else(|| panic!("no PostgreSQL cluster under /etc/postgresql"));
+    let mut cmd = std::process::Command::new("pg_ctlcluster");
+    cmd.args([version.as_str(), "main", action]);
+    if action == "stop" {
+        cmd.args(["-m", "fast"]);
+    }
+    let status = cmd.stdout(std::process::Stdio::null()).status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "pg_ctlcluster {version} main {action} failed"
+    );
+    if action == "start" {
+        for _ in 0..100 {
+            let ready = std::process::Command::new("pg_isready")
+                .args(["-q", "-h", "127.0.0.1", "-p", "5432"])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ready {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("PostgreSQL did not come back");
+    }
+}
+
 pub fn postgres_admin_url() -> String {
     std::env::var("LATCHKEY_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://latchkey:latchkey@127.0.0.1:5432/postgres".into())

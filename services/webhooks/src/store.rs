@@ -156,7 +156,8 @@ impl Store {
         let sql = format!(
             "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE project_id = $1 ORDER BY created_at_millis, id"
         );
-        let rows: Vec<Endpoint> = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await)?;
+        let rows: Vec<Endpoint> =
+            with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await)?;
         rows.into_iter().map(|e| self.opened(e)).collect()
     }
 
