@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README): makes sure PostgreSQL, Redis and RabbitMQ are up (installing and
 # starting them from Debian's packages on a fresh machine), validates the Kubernetes manifests and
-# the compose file offline, then checks formatting and lints and runs every test. Tests create
+# the compose file offline, then checks formatting and lints and runs every test, then the
+# hardening tier (deploy/hardening.sh). Tests create
 # their own databases and vhosts and drop them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,7 @@ if cargo tree -p latchkey-proto -e normal --prefix none 2>/dev/null | grep -q '^
 fi
 echo "== cargo test"
 cargo test --workspace
-# Tests that stop the shared RabbitMQ would disturb the others, so they run afterwards, alone.
-echo "== cargo test (broker-restart tier)"
-cargo test -p latchkey-gateway --test api -- --ignored --test-threads=1
+# Faults stop the shared servers and timings want a quiet machine, so the hardening tier runs
+# afterwards, its tests alone and one at a time.
+echo "== hardening tier"
+bash deploy/hardening.sh

@@ -14,12 +14,20 @@ pub enum Mode {
     Distributed,
 }
 
-/// Runs a test body once per mode, as two `#[tokio::test]`s.
+/// Runs a test body once per mode, as two `#[tokio::test]`s (`#[ignore]`d ones for the
+/// hardening tier when the first token is `ignored`).
 macro_rules! both_modes {
     ($name:ident, |$app:ident: &TestApp| async move $body:block) => {
+        both_modes!(@modes $name, [], |$app| $body);
+    };
+    (ignored $name:ident, |$app:ident: &TestApp| async move $body:block) => {
+        both_modes!(@modes $name, [#[ignore = "hardening tier: deploy/hardening.sh"]], |$app| $body);
+    };
+    (@modes $name:ident, [$(#[$attr:meta])*], |$app:ident| $body:block) => {
         mod $name {
             use super::*;
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            $(#[$attr])*
             async fn embedded() {
                 let owned = $crate::helpers::TestApp::spawn($crate::helpers::Mode::Embedded).await;
                 {
@@ -29,6 +37,7 @@ macro_rules! both_modes {
                 owned.finish().await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            $(#[$attr])*
             async fn distributed() {
                 let owned =
                     $crate::helpers::TestApp::spawn($crate::helpers::Mode::Distributed).await;
@@ -143,6 +152,7 @@ impl TestApp {
                             ),
                             ..latchkey_gateway::limits::RateLimitConfig::local()
                         },
+                        secrets: latchkey_shared::sealed::SecretsKey::generate(),
                     })
                     .await,
                     "system start",
@@ -419,6 +429,56 @@ impl TestApp {
             Some(Stack::Processes(p)) => p.log(name),
             _ => String::new(),
         }
+    }
+
+    /// Distributed mode: the process id of the first running instance of `component`.
+    pub fn pid(&self, component: &str) -> Option<u32> {
+        match &self.stack {
+            Some(Stack::Processes(p)) => p
+                .children
+                .iter()
+                .find(|c| c.component == component)
+                .map(|c| c.child.id()),
+            _ => None,
+        }
+    }
+
+    /// Distributed mode: whether every component process is still the one first started
+    /// and still running.
+    pub fn all_running(&mut self) -> bool {
+        match &mut self.stack {
+            Some(Stack::Processes(p)) => p
+                .children
+                .iter_mut()
+                .all(|c| matches!(c.child.try_wait(), Ok(None))),
+            _ => true,
+        }
+    }
+
+    /// Distributed mode: every log line the component processes wrote so far.
+    pub fn all_logs(&self) -> String {
+        match &self.stack {
+            Some(Stack::Processes(p)) => p.logs(),
+            _ => String::new(),
+        }
+    }
+
+    /// Distributed mode: the four services' Postgres database URLs.
+    pub fn database_urls(&self) -> Vec<String> {
+        match &self.stack {
+            Some(Stack::Processes(p)) => p
+                .env
+                .iter()
+                .filter(|(k, _)| k.ends_with("_DATABASE_URL"))
+                .map(|(_, v)| v.clone())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Where the system keeps its files (embedded mode: the SQLite databases).
+    pub fn data_dir(&self) -> &std::path::Path {
+        self._dir.path()
     }
 
     /// Distributed mode: where each running component process serves its metrics.

@@ -12,6 +12,7 @@ mod cli;
 mod contact_channels;
 mod deployment;
 mod grpc;
+mod hardening;
 mod invitations;
 mod limits;
 mod oauth;

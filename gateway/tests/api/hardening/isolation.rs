@@ -1,0 +1,634 @@
+//! Cross-project isolation, generated from the route list the gateway serves: every operation
+//! of the OpenAPI document is called with project A's keys and tokens but aimed at project B's
+//! ids, codes and tokens. Each must be refused (401, 403, 404, or the spec's 400 "does not
+//! exist" for an id inside a body), no answer may carry B's data, and B must be unchanged.
+
+use std::collections::BTreeMap;
+
+use reqwest::{Method, RequestBuilder};
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+const PASSWORD: &str = "project b password 9";
+
+/// Everything of project B the calls aim at.
+struct Target {
+    project: Project,
+    user: Session,
+    email: String,
+    team: String,
+    channel: String,
+    session: String,
+    team_permission: String,
+    project_permission: String,
+    invitation: String,
+    endpoint: String,
+    message: String,
+    api_key: String,
+    codes: BTreeMap<&'static str, String>,
+    /// Strings only B's data holds; none may appear in an answer to A.
+    markers: Vec<String>,
+}
+
+fn keyed(app: &TestApp, p: &Project, access: &str, method: Method, path: &str) -> RequestBuilder {
+    let key = match access {
+        "client" => ("x-service-publishable-client-key", &p.client_key),
+        "server" => ("x-service-secret-server-key", &p.server_key),
+        _ => ("x-service-super-secret-admin-key", &p.admin_key),
+    };
+    app.request(method, path)
+        .header("x-service-access-type", access)
+        .header("x-service-project-id", &p.id)
+        .header(key.0, key.1)
+}
+
+fn id_of(body: &Value) -> String {
+    body["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no id in {body}"))
+        .to_owned()
+}
+
+async fn project_b(app: &TestApp) -> Target {
+    let b = app.create_project("B").await;
+    let tag = latchkey_shared::crypto::random_base32(10);
+    let call = |access: &str, method: Method, path: &str| keyed(app, &b, access, method, path);
+    ok(
+        send(
+            call("admin", Method::PATCH, "/api/v1/internal/project").json(&json!({
+                "magic_link_enabled": true, "allow_localhost": true,
+            })),
+        )
+        .await,
+        200,
+    )
+    .await;
+    let address = email(&format!("b-{tag}"));
+    let signed = ok(
+        send(
+            call("client", Method::POST, "/api/v1/auth/password/sign-up")
+                .json(&json!({ "email": address, "password": PASSWORD })),
+        )
+        .await,
+        200,
+    )
+    .await;
+    let user = Session {
+        access: signed["access_token"].as_str().unwrap_or_default().into(),
+        refresh: signed["refresh_token"].as_str().unwrap_or_default().into(),
+        user_id: signed["user_id"].as_str().unwrap_or_default().into(),
+    };
+    let uid = user.user_id.clone();
+    let marker_name = format!("B-only-name-{tag}");
+    ok(
+        send(
+            call("server", Method::PATCH, &format!("/api/v1/users/{uid}"))
+                .json(&json!({ "display_name": marker_name, "server_metadata": { "b": tag } })),
+        )
+        .await,
+        200,
+    )
+    .await;
+    let team_name = format!("B-only-team-{tag}");
+    let team = id_of(
+        &ok(
+            send(call("server", Method::POST, "/api/v1/teams").json(&json!({
+                "display_name": team_name, "creator_user_id": uid,
+            })))
+            .await,
+            201,
+        )
+        .await,
+    );
+    let channels = ok(
+        send(call(
+            "server",
+            Method::GET,
+            &format!("/api/v1/contact-channels?user_id={uid}"),
+        ))
+        .await,
+        200,
+    )
+    .await;
+    let channel = id_of(&channels["items"][0]);
+    let sessions = ok(
+        send(call(
+            "server",
+            Method::GET,
+            &format!("/api/v1/auth/sessions?user_id={uid}"),
+        ))
+        .await,
+        200,
+    )
+    .await;
+    let session = id_of(&sessions["items"][0]);
+    let team_permission = format!("b_team_{tag}");
+    ok(
+        send(
+            call("admin", Method::POST, "/api/v1/team-permission-definitions")
+                .json(&json!({ "id": team_permission })),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let project_permission = format!("b_project_{tag}");
+    ok(
+        send(
+            call(
+                "admin",
+                Method::POST,
+                "/api/v1/project-permission-definitions",
+            )
+            .json(&json!({ "id": project_permission })),
+        )
+        .await,
+        201,
+    )
+    .await;
+    ok(
+        send(
+            call(
+                "server",
+                Method::POST,
+                &format!("/api/v1/project-permissions/{uid}/{project_permission}"),
+            )
+            .json(&json!({})),
+        )
+        .await,
+        201,
+    )
+    .await;
+
+    let mut codes = BTreeMap::new();
+    let guest = email(&format!("b-guest-{tag}"));
+    ok(
+        send(
+            call("server", Method::POST, "/api/v1/team-invitations/send-code").json(&json!({
+                "team_id": team, "email": guest, "callback_url": "http://localhost/join",
+            })),
+        )
+        .await,
+        200,
+    )
+    .await;
+    codes.insert(
+        "invitation",
+        crate::smtp::code_in(&app.mail.wait_for(&guest).await),
+    );
+    let invitations = ok(
+        send(call(
+            "server",
+            Method::GET,
+            &format!("/api/v1/team-invitations?team_id={team}"),
+        ))
+        .await,
+        200,
+    )
+    .await;
+    let invitation = id_of(&invitations["items"][0]);
+    ok(
+        send(
+            call(
+                "server",
+                Method::POST,
+                &format!("/api/v1/contact-channels/{uid}/{channel}/send-verification-code"),
+            )
+            .json(&json!({ "callback_url": "http://localhost/verify" })),
+        )
+        .await,
+        200,
+    )
+    .await;
+    codes.insert(
+        "verification",
+        crate::smtp::code_in(&app.mail.wait_for(&address).await),
+    );
+    let to_me = json!({ "email": address, "callback_url": "http://localhost/cb" });
+    ok(
+        send(call("client", Method::POST, "/api/v1/auth/otp/send-sign-in-code").json(&to_me)).await,
+        200,
+    )
+    .await;
+    codes.insert(
+        "sign-in",
+        crate::smtp::code_in(&app.mail.wait_for(&address).await),
+    );
+    ok(
+        send(
+            call(
+                "client",
+                Method::POST,
+                "/api/v1/auth/password/send-reset-code",
+            )
+            .json(&to_me),
+        )
+        .await,
+        200,
+    )
+    .await;
+    codes.insert(
+        "reset",
+        crate::smtp::code_in(&app.mail.wait_for(&address).await),
+    );
+    let mfa_address = email(&format!("b-mfa-{tag}"));
+    ok(
+        send(call("server", Method::POST, "/api/v1/users").json(&json!({
+            "primary_email": mfa_address, "primary_email_auth_enabled": true,
+            "password": PASSWORD, "totp_secret_base64": "MTIzNDU2Nzg5MDEyMzQ1Njc4OTA=",
+        })))
+        .await,
+        201,
+    )
+    .await;
+    let attempt = ok(
+        send(
+            call("client", Method::POST, "/api/v1/auth/password/sign-in")
+                .json(&json!({ "email": mfa_address, "password": PASSWORD })),
+        )
+        .await,
+        400,
+    )
+    .await;
+    codes.insert(
+        "mfa attempt",
+        attempt["details"]["attempt_code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    );
+    let endpoint = id_of(
+        &ok(
+            send(
+                call("admin", Method::POST, "/api/v1/webhook-endpoints")
+                    .json(&json!({ "url": "http://127.0.0.1:9/b", "description": format!("B-only-hook-{tag}") })),
+            )
+            .await,
+            201,
+        )
+        .await,
+    );
+    let tested = ok(
+        send(call(
+            "admin",
+            Method::POST,
+            &format!("/api/v1/webhook-endpoints/{endpoint}/test"),
+        ))
+        .await,
+        200,
+    )
+    .await;
+    let message = tested["message_id"]
+        .as_str()
+        .or_else(|| tested["id"].as_str())
+        .unwrap_or("msg_unknown")
+        .to_owned();
+    let api_key = id_of(
+        &ok(
+            send(
+                call("admin", Method::POST, "/api/v1/internal/api-keys").json(&json!({
+                    "description": format!("B-only-key-{tag}"),
+                    "has_publishable_client_key": true,
+                    "has_secret_server_key": true,
+                    "has_super_secret_admin_key": false,
+                })),
+            )
+            .await,
+            201,
+        )
+        .await,
+    );
+    let markers = vec![
+        marker_name,
+        team_name,
+        address.clone(),
+        guest,
+        mfa_address,
+        format!("B-only-hook-{tag}"),
+        format!("B-only-key-{tag}"),
+        b.server_key.clone(),
+        b.admin_key.clone(),
+        user.refresh.clone(),
+    ];
+    Target {
+        project: b,
+        user,
+        email: address,
+        team,
+        channel,
+        session,
+        team_permission,
+        project_permission,
+        invitation,
+        endpoint,
+        message,
+        api_key,
+        codes,
+        markers,
+    }
+}
+
+/// B as B's own keys see it; compared before and after A's calls.
+async fn snapshot(app: &TestApp, b: &Target) -> Vec<Value> {
+    let uid = &b.user.user_id;
+    let reads = [
+        ("server", "/api/v1/users?limit=100".to_owned()),
+        ("server", format!("/api/v1/users/{uid}")),
+        ("server", format!("/api/v1/teams/{}", b.team)),
+        ("server", format!("/api/v1/teams?user_id={uid}")),
+        (
+            "server",
+            format!("/api/v1/team-member-profiles?team_id={}", b.team),
+        ),
+        ("server", format!("/api/v1/contact-channels?user_id={uid}")),
+        ("server", format!("/api/v1/auth/sessions?user_id={uid}")),
+        (
+            "server",
+            format!("/api/v1/project-permissions?user_id={uid}"),
+        ),
+        (
+            "server",
+            format!("/api/v1/team-permissions?team_id={}&user_id={uid}", b.team),
+        ),
+        (
+            "server",
+            format!("/api/v1/team-invitations?team_id={}", b.team),
+        ),
+        ("admin", "/api/v1/team-permission-definitions".to_owned()),
+        ("admin", "/api/v1/project-permission-definitions".to_owned()),
+        ("admin", "/api/v1/webhook-endpoints".to_owned()),
+        ("admin", "/api/v1/internal/api-keys".to_owned()),
+        ("admin", "/api/v1/internal/project".to_owned()),
+    ];
+    let mut out = Vec::new();
+    for (access, path) in reads {
+        let mut body = ok(
+            send(keyed(app, &b.project, access, Method::GET, &path)).await,
+            200,
+        )
+        .await;
+        // Reading sessions touches nothing, but a session's last use is B's own refresh.
+        strip(&mut body, &["last_used_at_millis", "last_active_at_millis"]);
+        out.push(json!({ "path": path, "body": body }));
+    }
+    out
+}
+
+fn strip(v: &mut Value, names: &[&str]) {
+    match v {
+        Value::Object(map) => {
+            for n in names {
+                map.remove(*n);
+            }
+            map.values_mut().for_each(|x| strip(x, names));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|x| strip(x, names)),
+        _ => {}
+    }
+}
+
+/// B's value for a path or query parameter, by name (and, for `id`, by the path it is in).
+fn value_for(b: &Target, path: &str, name: &str) -> Option<String> {
+    let permission = if path.contains("team-permission") {
+        &b.team_permission
+    } else {
+        &b.project_permission
+    };
+    Some(match name {
+        "user_id" => b.user.user_id.clone(),
+        "team_id" => b.team.clone(),
+        "contact_channel_id" => b.channel.clone(),
+        "permission_id" => permission.clone(),
+        "api_key_id" => b.api_key.clone(),
+        "message_id" => b.message.clone(),
+        "project_id" => b.project.id.clone(),
+        // A provider record's id, or a provider's name in connected accounts.
+        "provider_id" if path.starts_with("/api/v1/oauth-providers") => {
+            uuid::Uuid::new_v4().to_string()
+        }
+        "provider_id" => "github".into(),
+        "id" if path.starts_with("/api/v1/auth/sessions") => b.session.clone(),
+        "id" if path.starts_with("/api/v1/team-invitations") => b.invitation.clone(),
+        "id" if path.starts_with("/api/v1/webhook-endpoints") => b.endpoint.clone(),
+        _ => return None,
+    })
+}
+
+/// A body aimed at B for operations whose target is in the body (None: no such body).
+fn body_for(a: &Project, b: &Target, method: &str, path: &str) -> Option<Value> {
+    let code = |kind: &str| b.codes[kind].clone();
+    let uid = &b.user.user_id;
+    Some(match (method, path) {
+        ("POST", "/api/v1/auth/mfa/sign-in") => {
+            json!({ "type": "totp", "totp": "123456", "code": code("mfa attempt") })
+        }
+        ("POST", "/api/v1/auth/otp/sign-in") | ("POST", "/api/v1/auth/otp/sign-in/check-code") => {
+            json!({ "code": code("sign-in") })
+        }
+        ("POST", "/api/v1/auth/password/reset") => {
+            json!({ "code": code("reset"), "password": "a new password for b" })
+        }
+        ("POST", "/api/v1/auth/password/reset/check-code") => json!({ "code": code("reset") }),
+        ("POST", "/api/v1/auth/password/sign-in") => {
+            json!({ "email": b.email, "password": PASSWORD })
+        }
+        ("POST", "/api/v1/auth/sessions") => json!({ "user_id": uid }),
+        ("POST", "/api/v1/contact-channels") => {
+            json!({ "user_id": uid, "type": "email", "value": email("a-into-b"), "used_for_auth": false })
+        }
+        ("POST", "/api/v1/contact-channels/verify")
+        | ("POST", "/api/v1/contact-channels/verify/check-code") => {
+            json!({ "code": code("verification") })
+        }
+        ("POST", "/api/v1/oauth-providers") => {
+            json!({ "user_id": uid, "provider_config_id": "github", "account_id": "x", "email": email("op"), "allow_sign_in": false, "allow_connected_accounts": false })
+        }
+        ("POST", "/api/v1/team-invitations/accept")
+        | ("POST", "/api/v1/team-invitations/accept/details")
+        | ("POST", "/api/v1/team-invitations/accept/check-code") => {
+            json!({ "code": code("invitation") })
+        }
+        ("POST", "/api/v1/team-invitations/send-code") => {
+            json!({ "team_id": b.team, "email": email("a-into-b"), "callback_url": "http://localhost/join" })
+        }
+        ("POST", "/api/v1/teams") => json!({ "display_name": "A into B", "creator_user_id": uid }),
+        ("POST", "/api/v1/auth/oauth/token") => json!({
+            "grant_type": "refresh_token", "refresh_token": b.user.refresh,
+            "client_id": a.id, "client_secret": a.client_key,
+        }),
+        (
+            "POST",
+            "/api/v1/contact-channels/{user_id}/{contact_channel_id}/send-verification-code",
+        ) => {
+            json!({ "callback_url": "http://localhost/verify" })
+        }
+        ("POST", "/api/v1/connected-accounts/{user_id}/{provider_id}/access-token") => {
+            json!({ "scope": "" })
+        }
+        ("PATCH", _) | ("POST", _) => json!({}),
+        _ => return None,
+    })
+}
+
+/// How an answer refused, or None if it did not: 401, 403 and 404; a 400 (the spec's "does not
+/// exist" for an id in a body, or a parameter rule of the access type, before any look-up);
+/// or, for a list filtered by B's ids, an empty page. A 409 would mean A met B's data, and any
+/// other success means A reached it: both fail.
+fn refusal(status: u16, body: &Value) -> Option<&'static str> {
+    match status {
+        401 | 403 | 404 => Some("401/403/404"),
+        400 => Some("400"),
+        200 if body["items"].as_array().is_some_and(Vec::is_empty) => Some("empty list"),
+        _ => None,
+    }
+}
+
+both_modes!(ignored project_a_never_reaches_project_b, |app: &TestApp| async move {
+    let b = project_b(app).await;
+    app.settings(json!({ "allow_localhost": true, "magic_link_enabled": true })).await;
+    let before = snapshot(app, &b).await;
+    let a_user = app.sign_up(&email("a-user"), "project a password 1").await;
+    let doc = ok(send(app.get("/api/v1/openapi.json")).await, 200).await;
+    let ops: Vec<(String, String, Value)> = doc["paths"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no paths"))
+        .iter()
+        .flat_map(|(path, ops)| {
+            ops.as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(m, _)| matches!(m.as_str(), "get" | "post" | "patch" | "put" | "delete"))
+                .map(|(m, op)| (m.to_uppercase(), path.clone(), op.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(ops.len() > 80, "{} operations", ops.len());
+    let (mut aimed, mut leak_checked, mut calls) = (0, 0, 0);
+    let mut ip = 0u32;
+    let mut failures = Vec::new();
+    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+    for (method, template, op) in &ops {
+        // A project's signing keys are public by design (any relying party fetches them).
+        if template.contains(".well-known/jwks.json") {
+            continue;
+        }
+        let mut path = template.clone();
+        // Each id filter alone: some lists take exactly one of them.
+        let mut queries: Vec<String> = Vec::new();
+        let mut aims = false;
+        for param in op["parameters"].as_array().into_iter().flatten() {
+            let name = param["name"].as_str().unwrap_or_default();
+            let Some(value) = value_for(&b, template, name) else { continue };
+            match param["in"].as_str() {
+                Some("path") => {
+                    path = path.replace(&format!("{{{name}}}"), &value);
+                    aims |= name != "provider_id";
+                }
+                Some("query") => {
+                    queries.push(format!("?{name}={value}"));
+                    aims = true;
+                }
+                _ => {}
+            }
+        }
+        let body = body_for(&app.project, &b, method, template);
+        aims |= body.as_ref().is_some_and(|v| v.as_object().is_some_and(|o| !o.is_empty()));
+        let refresh_route = template == "/api/v1/auth/sessions/current/refresh";
+        aims |= refresh_route;
+        if !aims && method != "GET" {
+            continue;
+        }
+        if queries.is_empty() {
+            queries.push(String::new());
+        }
+        let method_v = Method::from_bytes(method.as_bytes()).unwrap_or(Method::GET);
+        let base_path = path.clone();
+        for (query, access) in queries
+            .iter()
+            .flat_map(|q| ["client", "server", "admin"].map(|a| (q.clone(), a)))
+        {
+            let path = format!("{base_path}{query}");
+            let tokens: Vec<Option<&str>> = match access {
+                // As a signed-in user of A, and carrying B's own user token into A.
+                "client" => vec![Some(&a_user.access), Some(&b.user.access), None],
+                _ => vec![None],
+            };
+            for token in tokens {
+                ip += 1;
+                let mut req = app
+                    .as_(access, method_v.clone(), &path)
+                    .header("x-forwarded-for", format!("10.99.{}.{}", ip / 250, ip % 250 + 1));
+                if let Some(t) = token {
+                    req = req.header("x-service-access-token", t);
+                }
+                if refresh_route {
+                    req = req.header("x-service-refresh-token", &b.user.refresh);
+                }
+                if let Some(body) = &body {
+                    req = req.json(body);
+                }
+                let res = send(req).await;
+                let status = res.status().as_u16();
+                let text = res.text().await.unwrap_or_default();
+                calls += 1;
+                let code = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v["code"].as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                let sent = format!("{path} {body:?}");
+                let leaked: Vec<&String> = b
+                    .markers
+                    .iter()
+                    .chain([&b.team, &b.user.user_id, &b.channel, &b.session, &b.endpoint, &b.api_key, &b.invitation])
+                    .filter(|m| text.contains(m.as_str()) && !sent.contains(m.as_str()))
+                    .collect();
+                let who = format!(
+                    "{access}{} {method} {path}",
+                    match token {
+                        Some(t) if t == b.user.access => " +B token",
+                        Some(_) => " +A token",
+                        None => "",
+                    }
+                );
+                if !leaked.is_empty() {
+                    failures.push(format!("{who}: answer {status} carries B's {leaked:?}: {text}"));
+                }
+                let parsed: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                if aims {
+                    *kinds.entry(refusal(status, &parsed).unwrap_or("NOT REFUSED")).or_insert(0) += 1;
+                }
+                if aims && refusal(status, &parsed).is_none() {
+                    failures.push(format!("{who}: {status} {code} {text}"));
+                }
+            }
+        }
+        if aims {
+            aimed += 1;
+        } else {
+            leak_checked += 1;
+        }
+    }
+    let after = snapshot(app, &b).await;
+    for (x, y) in before.iter().zip(&after) {
+        if x != y {
+            failures.push(format!("B changed: {x}\n  became {y}"));
+        }
+    }
+    // B still works for B: its keys, its user's token and refresh token.
+    let me = ok(
+        send(
+            keyed(app, &b.project, "client", Method::GET, "/api/v1/users/me")
+                .header("x-service-access-token", &b.user.access),
+        )
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(me["id"], b.user.user_id.as_str());
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    crate::hardening::report(format!(
+        "isolation: {} operations in the document; {aimed} aimed at project B and {leak_checked} reads checked for leaks, {calls} calls, 0 reached B; refusals {kinds:?}",
+        ops.len()
+    ));
+});
