@@ -18,7 +18,7 @@ tools=${XDG_CACHE_HOME:-$HOME/.cache}/latchkey-ci-tools
 fuzz=$tools/bin/cargo-fuzz
 if ! "$fuzz" --version 2>/dev/null | grep -q '^cargo-fuzz 0.13.2$'; then
   echo "== installing cargo-fuzz 0.13.2 (once per machine)"
-  cargo install --locked --quiet cargo-fuzz --version 0.13.2 --root "$tools"
+  cargo install --locked --quiet --debug cargo-fuzz --version 0.13.2 --root "$tools"
 fi
 # cargo-fuzz passes nightly-only compiler flags (sanitizer coverage); the machine has only the
 # stable toolchain, which accepts them under this switch.
