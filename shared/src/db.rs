@@ -43,9 +43,10 @@ impl Database {
             let options = PgConnectOptions::from_str(url)?;
             let pool = PgPoolOptions::new()
                 .max_connections(16)
-                // Short, so that while the server is down calls fail fast with 503 instead of
-                // piling up behind connection attempts (sqlx retries connecting until then).
-                .acquire_timeout(Duration::from_millis(1500))
+                // Short, so that while the server is down calls fail with 503 within it instead
+                // of piling up behind connection attempts (sqlx retries connecting until then);
+                // 1.5 s was too short for connection set-up on a loaded two-core machine.
+                .acquire_timeout(Duration::from_secs(3))
                 .connect_with(options)
                 .await?;
             Ok(Self::Postgres(pool))
