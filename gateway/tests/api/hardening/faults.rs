@@ -190,7 +190,7 @@ async fn postgres_outage_fast_503_no_acknowledged_write_lost() {
         unexpected.len()
     ));
     assert!(
-        during.len() >= 12,
+        during.len() >= 6,
         "too few requests during the outage: {}",
         during.len()
     );
