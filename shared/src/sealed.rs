@@ -100,11 +100,6 @@ impl SecretsKey {
             .map_err(|_| SealError::Unopenable)?;
         String::from_utf8(plain.to_vec()).map_err(|_| SealError::Unopenable)
     }
-
-    /// Whether a stored value is sealed (tests and the plaintext scan use it).
-    pub fn is_sealed(stored: &str) -> bool {
-        stored.starts_with(PREFIX)
-    }
 }
 
 #[cfg(test)]
@@ -119,7 +114,7 @@ mod tests {
     fn sealed_values_open_only_with_their_key_and_purpose() {
         let k = key();
         let sealed = k.seal("totp", "JBSWY3DPEHPK3PXP");
-        assert!(SecretsKey::is_sealed(&sealed));
+        assert!(sealed.starts_with(PREFIX));
         assert!(!sealed.contains("JBSWY3DPEHPK3PXP"));
         assert_ne!(sealed, k.seal("totp", "JBSWY3DPEHPK3PXP"), "nonces repeat");
         assert_eq!(
