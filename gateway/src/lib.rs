@@ -24,7 +24,7 @@ pub mod state;
 pub mod system;
 
 use axum::extract::Request;
-use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::{from_fn, from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -96,6 +96,7 @@ async fn finalize(request: Request, next: Next) -> Response {
     if request.method() == Method::OPTIONS && is_api {
         let mut response = StatusCode::OK.into_response();
         cors(&mut response);
+        allow_requested_headers(request.headers(), &mut response);
         return response;
     }
     let override_status = headers::present(request.headers(), headers::OVERRIDE_ERROR_STATUS);
@@ -144,6 +145,38 @@ fn cors(response: &mut Response) {
         header::ACCESS_CONTROL_MAX_AGE,
         HeaderValue::from_static("86400"),
     );
+}
+
+/// A preflight allows whatever headers the browser asks for (00 §2): browser SDKs add their own
+/// (`ngrok-skip-browser-warning`, `baggage`, `sentry-trace`, …) and no `/api/` route reads
+/// cookies, so there is nothing to protect by refusing them. Mirroring rather than `*` because the
+/// wildcard never covers `Authorization`. The answer varies with the request header, so caches
+/// must key on it.
+fn allow_requested_headers(request: &HeaderMap, response: &mut Response) {
+    let h = response.headers_mut();
+    h.append(
+        header::VARY,
+        HeaderValue::from_static("access-control-request-headers"),
+    );
+    let asked: Vec<&str> = request
+        .get_all(header::ACCESS_CONTROL_REQUEST_HEADERS)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|name| !name.is_empty() && HeaderName::from_bytes(name.as_bytes()).is_ok())
+        .collect();
+    if asked.is_empty() {
+        return;
+    }
+    let mut names = cors_allow_headers();
+    for name in asked {
+        names.push_str(", ");
+        names.push_str(&name.to_ascii_lowercase());
+    }
+    if let Ok(v) = HeaderValue::from_str(&names) {
+        h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, v);
+    }
 }
 
 /// A client must send its whole request head within this (slow-client protection).

@@ -40,6 +40,40 @@ both_modes!(routing_envelope_and_headers, |app: &TestApp| async move {
     ] {
         assert!(allowed.contains(h), "{h} not allowed");
     }
+    // What a browser SDK asks for beyond the access headers is allowed too (00 §2).
+    let res = app
+        .request(Method::OPTIONS, "/api/v1/auth/password/sign-up")
+        .header("origin", "http://localhost:3000")
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "content-type, ngrok-skip-browser-warning,baggage, sentry-trace, x-stack-project-id",
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(res.status(), 200);
+    let allowed: Vec<String> = res.headers()["access-control-allow-headers"]
+        .to_str()
+        .unwrap_or_default()
+        .split(',')
+        .map(|h| h.trim().to_owned())
+        .collect();
+    for h in [
+        "ngrok-skip-browser-warning",
+        "baggage",
+        "sentry-trace",
+        "x-stack-project-id",
+    ] {
+        assert!(
+            allowed.iter().any(|a| a == h),
+            "{h} not allowed: {allowed:?}"
+        );
+    }
+    assert!(res.headers()["vary"]
+        .to_str()
+        .unwrap_or_default()
+        .contains("access-control-request-headers"));
     let res = app
         .get("/api/v1/")
         .send()
