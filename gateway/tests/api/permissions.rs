@@ -150,12 +150,14 @@ both_modes!(
             ),
             (&json!("project"), &json!("team"))
         );
+        // System ids are team-scoped, yet as project permissions they are simply not found
+        // (50 §4, issue 15).
         assert_error(
             grant(Method::POST, "$read_members")
                 .await
                 .unwrap_or_else(|e| panic!("{e}")),
             404,
-            "WRONG_PERMISSION_SCOPE",
+            "PERMISSION_NOT_FOUND",
         )
         .await;
         assert_error(

@@ -191,15 +191,18 @@ pub async fn require(
 }
 
 /// `PERMISSION_NOT_FOUND` or `WRONG_PERMISSION_SCOPE` unless `id` is a `want`-scoped id.
+/// System (`$…`) ids are team-scoped, but asked for as project permissions they are simply not
+/// found (50 §4): no project permission can ever bear such an id.
 pub fn check_scope(defs: &Definitions, id: &str, want: Scope) -> Result<()> {
+    let system = id.starts_with('$');
     match defs.scope_of(id) {
         Some(s) if s == want => Ok(()),
-        Some(s) => Err(coded(
+        Some(s) if !(system && want == Scope::Project) => Err(coded(
             ErrorCode::WrongPermissionScope,
             format!("{id} is a {}-scope permission.", s.as_str()),
             json!({ "permission_id": id, "expected_scope": want.as_str(), "actual_scope": s.as_str() }),
         )),
-        None => Err(coded(
+        _ => Err(coded(
             ErrorCode::PermissionNotFound,
             format!("No permission {id} exists."),
             json!({ "permission_id": id }),
