@@ -33,7 +33,10 @@ use crate::error::ApiError;
 use crate::state::{AppState, AuthClient};
 pub use client_ip::Net;
 
-/// How long a project's limits are reused; changes apply within this (80 §11.14 allows 5 s).
+/// How long a project's limits are reused without news of a change. Changes made through the
+/// REST API are in force at once on every gateway (the writer forgets its copy and records the
+/// new settings version in Redis, which every count checks); this bounds only changes made
+/// around the gateways (auth's gRPC API called directly) and changes while Redis is down.
 const SETTINGS_TTL: Duration = Duration::from_secs(2);
 
 /// Guesses at one account's password: per (account, IP) and per account (issue 8).
@@ -91,6 +94,17 @@ struct Hit {
 /// A project's effective buckets: `None` = disabled.
 type Buckets = HashMap<String, Option<(u32, u32)>>;
 
+/// A project's buckets and the settings version they come from (`None`: the defaults, used
+/// without a project or while its settings cannot be read).
+#[derive(Clone)]
+struct Limits {
+    version: Option<i64>,
+    buckets: Buckets,
+}
+
+/// The project's settings changed since its limits were read: read them again and recount.
+struct Stale;
+
 fn defaults() -> Buckets {
     latchkey_shared::limits::BUCKETS
         .iter()
@@ -113,7 +127,7 @@ pub struct RateLimits {
     trusted: Vec<Net>,
     redis: Option<redis::RedisCounters>,
     local: local::LocalCounters,
-    settings: Mutex<HashMap<Uuid, (Instant, Buckets)>>,
+    settings: Mutex<HashMap<Uuid, (Instant, Limits)>>,
     pub limited_total: AtomicU64,
     pub fallback_total: AtomicU64,
 }
@@ -180,11 +194,35 @@ impl RateLimits {
         )
     }
 
-    async fn buckets(&self, auth: &AuthClient, project: Uuid) -> Buckets {
+    /// A settings write through this gateway answered: from now on every gateway reads the
+    /// project's limits again before counting (the version goes to Redis before the answer).
+    pub async fn settings_changed(&self, project: Uuid, version: i64) {
+        self.forget(project);
+        if let Some(r) = &self.redis {
+            if r.count((&self.version_key(project), Some(version)), &[])
+                .await
+                .is_none()
+            {
+                tracing::warn!(%project, "Redis is unreachable; other gateways apply the new limits within {SETTINGS_TTL:?}");
+            }
+        }
+    }
+
+    fn forget(&self, project: Uuid) {
+        if let Ok(mut cache) = self.settings.lock() {
+            cache.remove(&project);
+        }
+    }
+
+    fn version_key(&self, project: Uuid) -> String {
+        format!("{}settings:{project}", self.prefix)
+    }
+
+    async fn limits(&self, auth: &AuthClient, project: Uuid) -> Limits {
         if let Ok(cache) = self.settings.lock() {
-            if let Some((at, b)) = cache.get(&project) {
+            if let Some((at, limits)) = cache.get(&project) {
                 if at.elapsed() < SETTINGS_TTL {
-                    return b.clone();
+                    return limits.clone();
                 }
             }
         }
@@ -198,18 +236,27 @@ impl RateLimits {
             .clone()
             .get_internal_settings(ctx.request(pb::Empty {}))
             .await;
-        let buckets = match fetched {
-            Ok(s) => parse_buckets(&s.into_inner().json),
+        let limits = match fetched {
+            Ok(s) => {
+                let s = s.into_inner();
+                Limits {
+                    version: Some(s.version),
+                    buckets: parse_buckets(&s.json),
+                }
+            }
             // Settings unreachable: the defaults still protect; the request is not failed.
             Err(e) => {
                 tracing::warn!(%project, error = %e, "project limits unavailable; using defaults");
-                defaults()
+                return Limits {
+                    version: None,
+                    buckets: defaults(),
+                };
             }
         };
         if let Ok(mut cache) = self.settings.lock() {
-            cache.insert(project, (Instant::now(), buckets.clone()));
+            cache.insert(project, (Instant::now(), limits.clone()));
         }
-        buckets
+        limits
     }
 
     fn hit(&self, buckets: &Buckets, bucket: &str, subject: &str, now: u64) -> Option<Hit> {
@@ -230,36 +277,50 @@ impl RateLimits {
     }
 
     /// Counts the request in its hits, unless one is full: then the full one with the longest
-    /// wait, as (limit, seconds to reset).
-    async fn count(&self, hits: &[Hit], now: u64) -> Option<(u32, u64)> {
-        if hits.is_empty() {
-            return None;
+    /// wait, as (limit, seconds to reset). `Stale` when `project`'s limits are older than its
+    /// settings: nothing was counted.
+    async fn count(
+        &self,
+        project: Option<(Uuid, &Limits)>,
+        hits: &[Hit],
+        now: u64,
+    ) -> Result<Option<(u32, u64)>, Stale> {
+        let version = project.and_then(|(p, l)| l.version.map(|v| (p, v)));
+        if hits.is_empty() && version.is_none() {
+            return Ok(None);
         }
         let remote: Vec<(String, u64, u64)> = hits
             .iter()
             .map(|h| (h.key.clone(), u64::from(h.limit), h.window_ms))
             .collect();
-        let (counted, counts) = match &self.redis {
-            Some(r) => match r.count(&remote).await {
-                Some(outcome) => outcome,
-                None => {
+        let checked = match (&self.redis, version) {
+            (Some(r), Some((p, v))) => r.count((&self.version_key(p), Some(v)), &remote).await,
+            (Some(r), None) => r.count(("", None), &remote).await,
+            (None, _) => None,
+        };
+        let (counted, counts) = match checked {
+            Some(redis::Counted::Yes(counts)) => (true, counts),
+            Some(redis::Counted::No(counts)) => (false, counts),
+            Some(redis::Counted::Stale) => return Err(Stale),
+            None => {
+                if self.redis.is_some() {
                     self.fallback_total.fetch_add(1, Ordering::Relaxed);
-                    self.local.count(&expiring(&remote, now), now)
                 }
-            },
-            None => self.local.count(&expiring(&remote, now), now),
+                self.local.count(&expiring(&remote, now), now)
+            }
         };
         if counted {
-            return None;
+            return Ok(None);
         }
-        hits.iter()
+        Ok(hits
+            .iter()
             .zip(counts)
             .filter(|(h, n)| *n >= u64::from(h.limit))
             .map(|(h, _)| {
                 let reset_ms = h.window_ms - now % h.window_ms;
                 (h.limit, reset_ms.div_ceil(1000).max(1))
             })
-            .max_by_key(|(_, retry)| *retry)
+            .max_by_key(|(_, retry)| *retry))
     }
 }
 
@@ -357,28 +418,53 @@ pub async fn enforce(State(app): State<AppState>, request: Request, next: Next) 
         (request, None)
     };
 
-    let hits = match &access {
-        None => {
-            let buckets = defaults();
-            limits
-                .hit(&buckets, "unauthenticated", &ip, now)
-                .into_iter()
-                .collect()
-        }
-        Some(access) => {
-            let target = Target {
-                route: &route,
-                path: &path,
-                ip: &ip,
-                body: body.as_deref(),
-            };
-            hits_for(&app, access, &target, email_field, now).await
-        }
+    let target = Target {
+        route: &route,
+        path: &path,
+        ip: &ip,
+        body: body.as_deref(),
     };
-    if let Some((limit, retry_after)) = limits.count(&hits, now).await {
-        limits.limited_total.fetch_add(1, Ordering::Relaxed);
-        return limited(limit, retry_after);
+    // A second try only after the first found the limits stale; it reads them afresh from auth
+    // and so needs no second check (which could otherwise repeat if Redis ever held a version
+    // from a restored database).
+    for check_version in [true, false] {
+        let outcome = match &access {
+            None => {
+                let hits: Vec<Hit> = limits
+                    .hit(&defaults(), "unauthenticated", &ip, now)
+                    .into_iter()
+                    .collect();
+                limits.count(None, &hits, now).await
+            }
+            Some(access) => {
+                let project = access.project_id;
+                let project_limits = limits.limits(&app.auth, project).await;
+                let hits = hits_for(
+                    access,
+                    &target,
+                    email_field,
+                    &project_limits.buckets,
+                    limits,
+                    now,
+                );
+                let checked = check_version.then_some((project, &project_limits));
+                limits.count(checked, &hits, now).await
+            }
+        };
+        match outcome {
+            Ok(None) => return next.run(request).await,
+            Ok(Some((limit, retry_after))) => {
+                limits.limited_total.fetch_add(1, Ordering::Relaxed);
+                return limited(limit, retry_after);
+            }
+            Err(Stale) => {
+                if let Some(access) = &access {
+                    limits.forget(access.project_id);
+                }
+            }
+        }
     }
+    // Not reached: the unchecked second count is never stale.
     next.run(request).await
 }
 
@@ -390,26 +476,25 @@ struct Target<'a> {
     body: Option<&'a [u8]>,
 }
 
-async fn hits_for(
-    app: &AppState,
+fn hits_for(
     access: &Access,
     t: &Target<'_>,
     email_field: Option<Option<&str>>,
+    buckets: &Buckets,
+    limits: &RateLimits,
     now: u64,
 ) -> Vec<Hit> {
     let (route, ip, body) = (t.route, t.ip, t.body);
-    let limits = &app.limits;
     let project = access.project_id;
-    let buckets = limits.buckets(&app.auth, project).await;
     let mut hits = Vec::new();
     if access.access_type == AccessType::Client {
-        hits.extend(limits.hit(&buckets, "client_general", &format!("{project}:{ip}"), now));
+        hits.extend(limits.hit(buckets, "client_general", &format!("{project}:{ip}"), now));
         if AUTH_SENSITIVE.contains(&route) {
             let subject = format!("{project}:{ip}:{route}");
-            hits.extend(limits.hit(&buckets, "client_auth_sensitive", &subject, now));
+            hits.extend(limits.hit(buckets, "client_auth_sensitive", &subject, now));
         }
     } else {
-        hits.extend(limits.hit(&buckets, "server_general", &project.to_string(), now));
+        hits.extend(limits.hit(buckets, "server_general", &project.to_string(), now));
     }
     if let Some(field) = email_field {
         let recipient = match field {
@@ -419,7 +504,7 @@ async fn hits_for(
         };
         if let Some(recipient) = recipient {
             hits.extend(limits.hit(
-                &buckets,
+                buckets,
                 "email_sending",
                 &format!("{project}:{recipient}"),
                 now,

@@ -15,24 +15,46 @@ const CALL_TIMEOUT: Duration = Duration::from_millis(300);
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Counts a request in all its keys, or in none when any is full, so refused requests do not
-/// use up budgets (a refused password guess is not an evaluated one). ARGV holds, per key, its
-/// limit and its time to live in milliseconds. Returns 1 when counted, else 0, then the counts.
+/// use up budgets (a refused password guess is not an evaluated one).
+///
+/// KEYS[1] holds the newest settings version any gateway has seen for the project, ARGV[1] the
+/// version the caller's limits come from (empty: the defaults, not checked): when the stored one is newer, nothing is counted and
+/// 2 is returned, so the caller reloads its limits first (a settings change is in force on every
+/// gateway for every request after the write answered, 80 §11.14); when the caller's is newer,
+/// it is stored. Then ARGV holds, per counter key, its limit and its time to live in
+/// milliseconds. Returns 1 when counted, else 0, then the counts.
 const SCRIPT: &str = r"
+if ARGV[1] ~= '' then
+  local seen = tonumber(redis.call('GET', KEYS[1]) or '-1')
+  local mine = tonumber(ARGV[1])
+  if seen > mine then return {2} end
+  if seen < mine then redis.call('SET', KEYS[1], ARGV[1]) end
+end
 local counts = {}
-for i, key in ipairs(KEYS) do
-  counts[i] = tonumber(redis.call('GET', key) or '0')
-  if counts[i] >= tonumber(ARGV[2 * i - 1]) then
+for i = 2, #KEYS do
+  counts[i - 1] = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if counts[i - 1] >= tonumber(ARGV[2 * i - 2]) then
     table.insert(counts, 1, 0)
     return counts
   end
 end
-for i, key in ipairs(KEYS) do
-  counts[i] = redis.call('INCR', key)
-  if counts[i] == 1 then redis.call('PEXPIRE', key, ARGV[2 * i]) end
+for i = 2, #KEYS do
+  counts[i - 1] = redis.call('INCR', KEYS[i])
+  if counts[i - 1] == 1 then redis.call('PEXPIRE', KEYS[i], ARGV[2 * i - 1]) end
 end
 table.insert(counts, 1, 1)
 return counts
 ";
+
+/// What the script decided.
+pub enum Counted {
+    /// Counted in every key; the counts after counting.
+    Yes(Vec<u64>),
+    /// A key was full; the counts, none incremented.
+    No(Vec<u64>),
+    /// The caller's limits are older than the project's settings: reload and count again.
+    Stale,
+}
 
 pub struct RedisCounters {
     client: redis::Client,
@@ -71,15 +93,22 @@ impl RedisCounters {
             .cloned()
     }
 
-    /// Counts the request (see `SCRIPT`): whether it was counted and the counts, or `None`
-    /// when Redis cannot answer now. `keys` are (key, limit, time to live in ms).
-    pub async fn count(&self, keys: &[(String, u64, u64)]) -> Option<(bool, Vec<u64>)> {
+    /// Counts the request (see `SCRIPT`), or `None` when Redis cannot answer now. `version`
+    /// is the settings-version key and the version the limits come from; `keys` are (key,
+    /// limit, time to live in ms). With no keys it only records a newer version.
+    pub async fn count(
+        &self,
+        version: (&str, Option<i64>),
+        keys: &[(String, u64, u64)],
+    ) -> Option<Counted> {
         if self.elapsed_ms() < self.skip_until_ms.load(Ordering::Relaxed) {
             return None;
         }
         let call = async {
             let mut conn = self.connection().await?;
             let mut invocation = self.script.prepare_invoke();
+            let seen = version.1.map(|v| v.to_string()).unwrap_or_default();
+            invocation.key(version.0).arg(seen);
             for (key, limit, ttl_ms) in keys {
                 invocation.key(key).arg(*limit).arg(*ttl_ms);
             }
@@ -91,8 +120,11 @@ impl RedisCounters {
                 if !self.up.swap(true, Ordering::Relaxed) {
                     tracing::info!("Redis answers again; rate limits are shared across gateways");
                 }
-                let counted = counts.remove(0) == 1;
-                Some((counted, counts))
+                Some(match counts.remove(0) {
+                    1 => Counted::Yes(counts),
+                    2 => Counted::Stale,
+                    _ => Counted::No(counts),
+                })
             }
             failed => {
                 let why = match failed {

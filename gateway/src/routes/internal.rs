@@ -53,6 +53,9 @@ pub async fn update_project(
         .update_settings(request)
         .await?
         .into_inner();
+    app.limits
+        .settings_changed(access.project_id, settings.version)
+        .await;
     parse_settings(&settings.json)
 }
 

@@ -11,9 +11,10 @@ use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
 use crate::domain::keys::{self, Access, NewKeys};
+use crate::domain::settings::Settings;
 use crate::domain::{projects, signing};
 use crate::error::Error;
-use crate::store::{KeyKind, KeySet, ProjectStore};
+use crate::store::{KeyKind, KeySet, Project, ProjectStore};
 
 pub struct Projects {
     store: Arc<dyn ProjectStore>,
@@ -157,10 +158,7 @@ impl pb::projects_server::Projects for Projects {
     ) -> Result<Response<pb::Settings>, Status> {
         let project = admin_project(&request)?;
         let (project, settings) = projects::get(&*self.store, project).await?;
-        let json = settings
-            .admin_view(project.id, &project.display_name)
-            .to_string();
-        Ok(Response::new(pb::Settings { json }))
+        Ok(Response::new(settings_pb(&project, &settings)))
     }
 
     #[tracing::instrument(name = "auth.update_settings", skip_all)]
@@ -172,10 +170,7 @@ impl pb::projects_server::Projects for Projects {
         let patch: serde_json::Value = serde_json::from_str(&request.get_ref().patch_json)
             .map_err(|e| Error::Invalid(e.to_string()))?;
         let (project, settings) = projects::update_settings(&*self.store, project, &patch).await?;
-        let json = settings
-            .admin_view(project.id, &project.display_name)
-            .to_string();
-        Ok(Response::new(pb::Settings { json }))
+        Ok(Response::new(settings_pb(&project, &settings)))
     }
 
     async fn list_api_keys(
@@ -268,10 +263,7 @@ impl pb::projects_server::Projects for Projects {
         operator_only(&request)?;
         let ctx = Context::read(request.metadata())?;
         let (project, settings) = projects::get(&*self.store, ctx.project_id).await?;
-        let json = settings
-            .admin_view(project.id, &project.display_name)
-            .to_string();
-        Ok(Response::new(pb::Settings { json }))
+        Ok(Response::new(settings_pb(&project, &settings)))
     }
 
     async fn list_projects(
@@ -321,5 +313,15 @@ pub fn created_project_to_pb(created: projects::Created) -> pb::CreatedProject {
         publishable_client_key: created.keys.publishable_client_key.unwrap_or_default(),
         secret_server_key: created.keys.secret_server_key.unwrap_or_default(),
         super_secret_admin_key: created.keys.super_secret_admin_key.unwrap_or_default(),
+    }
+}
+
+/// The admin view of the settings with the version they were read at.
+fn settings_pb(project: &Project, settings: &Settings) -> pb::Settings {
+    pb::Settings {
+        json: settings
+            .admin_view(project.id, &project.display_name)
+            .to_string(),
+        version: project.settings_version,
     }
 }

@@ -1,7 +1,10 @@
-//! A project store that remembers project rows (with their settings) for a moment: nearly every
-//! request reads its project's settings, and they change rarely. Writes through this store
-//! forget the entry at once, so this process reads its own writes; other auth replicas see a
-//! settings change within `TTL`.
+//! A project store that remembers project rows (with their settings): nearly every request reads
+//! its project's settings, and they change rarely. Writes through this store forget the entry at
+//! once. When other replicas may write the same database (`Freshness::CheckVersion`), a
+//! remembered row is used only after a one-column read confirms its `settings_version`, so a
+//! settings change is in force on every replica for every request that starts after the write
+//! answered (80 §11.14). A single replica (the embedded system) skips the check: its own writes
+//! are the only ones.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,19 +14,36 @@ use uuid::Uuid;
 
 use super::{KeyKind, KeySet, NewProject, Project, ProjectStore, SigningKey, StoreError};
 
-const TTL: Duration = Duration::from_secs(1);
+/// Rows unused for this long are dropped, so the map holds only active projects.
+const IDLE: Duration = Duration::from_secs(60);
+
+/// Whether a remembered row must be confirmed against the database before use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// Other replicas may change settings: confirm the version on every read.
+    CheckVersion,
+    /// This process is the only writer: forgetting on write is enough.
+    OnlyWriter,
+}
 
 pub struct CachedProjects {
     inner: Arc<dyn ProjectStore>,
+    freshness: Freshness,
     projects: Mutex<HashMap<Uuid, (Instant, Project)>>,
 }
 
 impl CachedProjects {
-    pub fn new(inner: Arc<dyn ProjectStore>) -> Self {
+    pub fn new(inner: Arc<dyn ProjectStore>, freshness: Freshness) -> Self {
         Self {
             inner,
+            freshness,
             projects: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn remembered(&self, id: Uuid) -> Option<Project> {
+        let cache = self.projects.lock().ok()?;
+        cache.get(&id).map(|(_, p)| p.clone())
     }
 
     fn forget(&self, id: Uuid) {
@@ -44,19 +64,33 @@ impl ProjectStore for CachedProjects {
     }
 
     async fn project(&self, id: Uuid) -> Result<Option<Project>, StoreError> {
-        if let Ok(cache) = self.projects.lock() {
-            if let Some((at, project)) = cache.get(&id) {
-                if at.elapsed() < TTL {
-                    return Ok(Some(project.clone()));
+        if let Some(project) = self.remembered(id) {
+            let current = match self.freshness {
+                Freshness::OnlyWriter => true,
+                Freshness::CheckVersion => {
+                    self.inner.settings_version(id).await? == Some(project.settings_version)
                 }
+            };
+            if current {
+                if let Ok(mut cache) = self.projects.lock() {
+                    cache.insert(id, (Instant::now(), project.clone()));
+                }
+                return Ok(Some(project));
             }
         }
         let project = self.inner.project(id).await?;
-        if let (Some(p), Ok(mut cache)) = (&project, self.projects.lock()) {
-            cache.retain(|_, (at, _)| at.elapsed() < TTL);
-            cache.insert(id, (Instant::now(), p.clone()));
+        if let Ok(mut cache) = self.projects.lock() {
+            cache.retain(|_, (used, _)| used.elapsed() < IDLE);
+            match &project {
+                Some(p) => cache.insert(id, (Instant::now(), p.clone())),
+                None => cache.remove(&id),
+            };
         }
         Ok(project)
+    }
+
+    async fn settings_version(&self, id: Uuid) -> Result<Option<i64>, StoreError> {
+        self.inner.settings_version(id).await
     }
 
     async fn save_settings(

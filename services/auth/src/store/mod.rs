@@ -102,6 +102,8 @@ pub trait ProjectStore: Send + Sync {
     async fn insert_project(&self, new: &NewProject) -> Result<(), StoreError>;
     async fn projects(&self) -> Result<Vec<Project>, StoreError>;
     async fn project(&self, id: Uuid) -> Result<Option<Project>, StoreError>;
+    /// The project's `settings_version` alone: a cheap check that a remembered row is current.
+    async fn settings_version(&self, id: Uuid) -> Result<Option<i64>, StoreError>;
     /// Writes settings if the stored version is still `expected_version`; false if it moved.
     async fn save_settings(
         &self,

@@ -89,6 +89,13 @@ macro_rules! sql_store {
                 .await?)
             }
 
+            async fn settings_version(&self, id: Uuid) -> Result<Option<i64>, StoreError> {
+                Ok(sqlx::query_scalar("SELECT settings_version FROM projects WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?)
+            }
+
             async fn save_settings(
                 &self,
                 id: Uuid,
