@@ -34,6 +34,28 @@ impl Revocations {
             || r.users.get(&user).is_some_and(|(at, _)| issued_at <= *at)
     }
 
+    /// Records sessions this gateway ended itself, ahead of their event.
+    pub fn sessions_ended(&self, sessions: impl IntoIterator<Item = Uuid>) {
+        let ids: Vec<Uuid> = sessions.into_iter().collect();
+        if !ids.is_empty() {
+            let data = serde_json::json!({ "session_ids": ids });
+            self.record(SESSIONS_REVOKED, &data, 0);
+        }
+    }
+
+    /// Records a deletion this gateway made itself, ahead of its event.
+    pub fn user_deleted(&self, user: Uuid) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let data = serde_json::json!({ "id": user });
+        self.record(
+            "user.deleted",
+            &data,
+            i64::try_from(now).unwrap_or(i64::MAX),
+        );
+    }
+
     fn record(&self, event_type: &str, data: &serde_json::Value, at_secs: i64) {
         let Ok(mut r) = self.inner.lock() else { return };
         let now = Instant::now();

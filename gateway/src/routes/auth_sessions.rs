@@ -100,6 +100,7 @@ pub async fn delete(
     Query(q): Query<UserQuery>,
 ) -> ApiResult<Json<Value>> {
     access.resolve_user(&required_user(q)?)?;
+    let ended = uuid::Uuid::parse_str(&id).ok();
     let request = pb::DeleteSessionRequest {
         session_id: id,
         current_session_id: access.session_id().map(|s| s.to_string()),
@@ -108,6 +109,8 @@ pub async fn delete(
         .clone()
         .delete_session(access.request(request))
         .await?;
+    // This gateway refuses the session's tokens before answering; the others on the event.
+    app.revocations.sessions_ended(ended);
     Ok(Json(json!({ "success": true })))
 }
 
@@ -130,6 +133,7 @@ pub async fn sign_out(
         refresh_token: refresh_header(&request_headers).filter(|_| access.session_id().is_none()),
     };
     app.users.clone().sign_out(access.request(request)).await?;
+    app.revocations.sessions_ended(access.session_id());
     Ok(Json(json!({ "success": true })))
 }
 

@@ -101,10 +101,16 @@ async fn update_user(
 }
 
 async fn delete_user(app: &AppState, access: &Access, user_id: String) -> ApiResult<Json<Value>> {
+    let id = uuid::Uuid::parse_str(&user_id).ok();
     app.users
         .clone()
         .delete_user(access.request(pb::UserRef { user_id }))
         .await?;
+    // This gateway refuses the user's tokens before answering; the others learn it from the
+    // event, and auth answers for the user meanwhile.
+    if let Some(id) = id {
+        app.revocations.user_deleted(id);
+    }
     Ok(Json(json!({ "success": true })))
 }
 

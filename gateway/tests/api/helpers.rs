@@ -111,6 +111,11 @@ impl TestApp {
         Self::spawn_with(Mode::Distributed, true, &[]).await
     }
 
+    /// The balanced distributed stack with extra settings for every process.
+    pub async fn spawn_balanced_with(env: &[(&str, String)]) -> Self {
+        Self::spawn_with(Mode::Distributed, true, env).await
+    }
+
     /// The distributed stack with extra settings for every process.
     pub async fn spawn_distributed_with(env: &[(&str, String)]) -> Self {
         Self::spawn_with(Mode::Distributed, false, env).await
@@ -406,6 +411,29 @@ impl TestApp {
             panic!("a second gateway needs the distributed stack");
         };
         processes.second_gateway().await
+    }
+
+    /// Balanced stack: one more instance of `component`, its balancer taking turns.
+    pub async fn add_replica(&mut self, component: &'static str) {
+        let Some(processes) = self.processes() else {
+            panic!("replicas need the distributed stack");
+        };
+        processes.add_replica(component).await;
+    }
+
+    /// Distributed mode: stops every instance of `component` (SIGKILL) until `resume`.
+    pub fn halt(&mut self, component: &str) -> Vec<(String, &'static str, String)> {
+        let Some(processes) = self.processes() else {
+            panic!("halting needs the distributed stack");
+        };
+        processes.halt(component)
+    }
+
+    pub async fn resume(&mut self, halted: Vec<(String, &'static str, String)>) {
+        let Some(processes) = self.processes() else {
+            panic!("resuming needs the distributed stack");
+        };
+        processes.resume(halted).await;
     }
 
     /// Distributed mode: kills a component with SIGKILL (no clean shutdown) and starts it

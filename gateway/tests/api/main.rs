@@ -9,6 +9,7 @@ mod access;
 mod accounts;
 mod basics;
 mod cli;
+mod consistency;
 mod contact_channels;
 mod deployment;
 mod grpc;

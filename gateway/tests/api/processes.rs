@@ -248,6 +248,50 @@ impl Processes {
         base
     }
 
+    /// One more instance of `component` behind its balancer, which from now on hands new
+    /// connections to its instances in turn (a Service over several replicas).
+    pub async fn add_replica(&mut self, component: &'static str) {
+        let Some(balancer) = self
+            .balancers
+            .iter()
+            .find(|(n, _)| *n == component)
+            .map(|(_, b)| b.clone())
+        else {
+            panic!("replicas need the balanced stack");
+        };
+        let name = format!("{component}-{}", self.started);
+        let fresh = self.spawn(component, name, free_port());
+        if let Err(why) = wait_ready(component, &fresh.listen).await {
+            panic!("new {component} not ready: {why}\n{}", self.logs());
+        }
+        balancer.add(fresh.listen.clone());
+        self.children.push(fresh);
+    }
+
+    /// Stops every instance of `component` with SIGKILL; `resume` starts them again on the
+    /// same addresses.
+    pub fn halt(&mut self, component: &str) -> Vec<(String, &'static str, String)> {
+        let mut halted = Vec::new();
+        while let Some(i) = self.children.iter().position(|p| p.component == component) {
+            let mut p = self.children.remove(i);
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+            halted.push((p.name, p.component, p.listen));
+        }
+        halted
+    }
+
+    /// Starts what `halt` stopped and waits until each instance is ready.
+    pub async fn resume(&mut self, halted: Vec<(String, &'static str, String)>) {
+        for (name, component, listen) in halted {
+            let p = self.spawn(component, name, listen.clone());
+            self.children.push(p);
+            if let Err(why) = wait_ready(component, &listen).await {
+                panic!("{component} not ready again: {why}\n{}", self.logs());
+            }
+        }
+    }
+
     /// Kills a component with SIGKILL (no clean shutdown) and starts it again on the same
     /// address.
     pub fn kill_and_restart(&mut self, component: &str) -> bool {
@@ -286,12 +330,7 @@ impl Processes {
         };
         let name = format!("{component}-{}", self.started);
         let fresh = self.spawn(component, name, free_port());
-        let ready = if component == "gateway" {
-            wait_http_ready(&format!("http://{}", fresh.listen), Duration::from_secs(30)).await
-        } else {
-            wait_grpc_serving(&fresh.listen, Duration::from_secs(30)).await
-        };
-        if let Err(why) = ready {
+        if let Err(why) = wait_ready(component, &fresh.listen).await {
             panic!("new {component} not ready: {why}\n{}", self.logs());
         }
         balancer.point_to(fresh.listen.clone());
@@ -358,6 +397,14 @@ async fn terminate(
     None
 }
 
+async fn wait_ready(component: &str, listen: &str) -> Result<(), String> {
+    if component == "gateway" {
+        wait_http_ready(&format!("http://{listen}"), Duration::from_secs(30)).await
+    } else {
+        wait_grpc_serving(listen, Duration::from_secs(30)).await
+    }
+}
+
 async fn wait_http_ready(base: &str, within: Duration) -> Result<(), String> {
     let client = reqwest::Client::new();
     let deadline = std::time::Instant::now() + within;
@@ -398,22 +445,28 @@ async fn wait_grpc_serving(addr: &str, within: Duration) -> Result<(), String> {
 }
 
 /// A loopback TCP balancer standing in for a Kubernetes Service: each new connection goes to
-/// the current backend; connections already open stay with the backend they reached.
+/// the next backend in turn; connections already open stay with the backend they reached.
 #[derive(Clone)]
 pub struct Balancer {
     pub addr: String,
-    backend: Arc<Mutex<String>>,
+    backends: Arc<Mutex<Vec<String>>>,
 }
 
 impl Balancer {
     async fn start(backend: String) -> Self {
         let listener = expect(tokio::net::TcpListener::bind("127.0.0.1:0").await, "bind");
         let addr = expect(listener.local_addr(), "local addr").to_string();
-        let backend = Arc::new(Mutex::new(backend));
-        let current = backend.clone();
+        let backends = Arc::new(Mutex::new(vec![backend]));
+        let current = backends.clone();
         tokio::spawn(async move {
+            let mut turn = 0usize;
             while let Ok((mut inbound, _)) = listener.accept().await {
-                let target = current.lock().map(|b| b.clone()).unwrap_or_default();
+                let target = current
+                    .lock()
+                    .ok()
+                    .and_then(|b| b.get(turn % b.len().max(1)).cloned())
+                    .unwrap_or_default();
+                turn = turn.wrapping_add(1);
                 tokio::spawn(async move {
                     if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
                         let _ = outbound.set_nodelay(true);
@@ -423,12 +476,18 @@ impl Balancer {
                 });
             }
         });
-        Self { addr, backend }
+        Self { addr, backends }
     }
 
     fn point_to(&self, backend: String) {
-        if let Ok(mut b) = self.backend.lock() {
-            *b = backend;
+        if let Ok(mut b) = self.backends.lock() {
+            *b = vec![backend];
+        }
+    }
+
+    fn add(&self, backend: String) {
+        if let Ok(mut b) = self.backends.lock() {
+            b.push(backend);
         }
     }
 }

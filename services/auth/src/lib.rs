@@ -58,8 +58,15 @@ pub async fn serve(
     let clock = deps.clock.clone();
     let routes = |db: Database, stop: latchkey_shared::shutdown::Shutdown| {
         follow_teams(&deps, &db, stop);
-        let store: Arc<dyn ProjectStore> =
-            Arc::new(store::cached::CachedProjects::new(store_for(&db)));
+        // Postgres is shared by every auth replica; a SQLite file belongs to one process.
+        let freshness = match &db {
+            Database::Postgres(_) => store::cached::Freshness::CheckVersion,
+            Database::Sqlite(_) => store::cached::Freshness::OnlyWriter,
+        };
+        let store: Arc<dyn ProjectStore> = Arc::new(store::cached::CachedProjects::new(
+            store_for(&db),
+            freshness,
+        ));
         let keys: Arc<dyn latchkey_shared::grpc::ServerKeys> = Arc::new(
             domain::keys::LocalServerKeys::new(store.clone(), clock.clone()),
         );
@@ -116,7 +123,8 @@ pub async fn serve(
 /// The durable queue auth consumes.
 const QUEUE: &str = "latchkey.auth";
 
-/// Clears selected teams that no longer hold their users (30 §1.5, §2 rule 2).
+/// Clears selected teams that no longer hold their users (30 §1.5, §2 rule 2). Teams already
+/// asked for this before committing; the event finishes what a failure interrupted.
 struct TeamGone(store::accounts::Accounts);
 
 #[async_trait::async_trait]

@@ -95,6 +95,20 @@ impl pb::contacts_server::Contacts for Contacts {
         Ok(Response::new(pb::Empty {}))
     }
 
+    #[tracing::instrument(name = "contacts.remove_user", skip_all)]
+    async fn remove_user(
+        &self,
+        request: Request<pb::UserRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read_server(request.metadata())?;
+        let user = uuid(&request.get_ref().user_id, "user_id")?;
+        self.store
+            .delete_user(ctx.project_id, user)
+            .await
+            .map_err(Error::from)?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
     async fn find_auth_channel(
         &self,
         request: Request<pb::FindAuthChannelRequest>,

@@ -1,5 +1,6 @@
 //! The contacts service: contact channels (the auth e-mail among them), e-mail verification
-//! codes and outgoing mail. Consumes `user.deleted` to remove a deleted user's channels.
+//! codes and outgoing mail. Auth removes a deleted user's channels in the request path
+//! (`RemoveUser`); consuming `user.deleted` finishes a deletion that a failure interrupted.
 
 mod domain;
 mod error;
@@ -43,7 +44,7 @@ pub async fn migrate(database_url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Removes a deleted user's channels; deleting nothing the second time is fine.
+/// Removes a deleted user's channels; normally auth already did, and deleting nothing is fine.
 struct UserDeleted(store::Store);
 
 #[async_trait::async_trait]

@@ -118,6 +118,21 @@ impl pb::teams_server::Teams for Service {
         Ok(empty())
     }
 
+    #[tracing::instrument(name = "teams.remove_user", skip_all)]
+    async fn remove_user(
+        &self,
+        request: Request<pb::UserRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read_server(request.metadata())?;
+        let user = uuid(&request.get_ref().user_id, "user_id")?;
+        self.0
+            .store
+            .remove_user(ctx.project_id, user)
+            .await
+            .map_err(Error::from)?;
+        Ok(empty())
+    }
+
     async fn check_member(
         &self,
         request: Request<pb::MemberRef>,

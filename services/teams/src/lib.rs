@@ -1,5 +1,6 @@
-//! The teams service: teams, memberships and team permissions. Consumes `user.deleted` to drop
-//! a deleted user's memberships.
+//! The teams service: teams, memberships and team permissions. Auth drops a deleted user's
+//! memberships in the request path (`RemoveUser`); consuming `user.deleted` finishes a deletion
+//! that a failure interrupted.
 
 mod domain;
 mod error;

@@ -93,6 +93,25 @@ impl Auth {
             .into_inner())
     }
 
+    /// Unselects `team` for every user (it is being deleted) or for `user` (who is leaving it),
+    /// before the teams service commits, so no reader sees a selection of a team that is gone.
+    pub async fn clear_selected_team(
+        &self,
+        ctx: &Context,
+        team: uuid::Uuid,
+        user: Option<uuid::Uuid>,
+    ) -> Result<(), tonic::Status> {
+        let request = Self::request(
+            ctx,
+            pb::ClearSelectedTeamRequest {
+                team_id: team.to_string(),
+                user_id: user.map(|u| u.to_string()),
+            },
+        );
+        self.users.clone().clear_selected_team(request).await?;
+        Ok(())
+    }
+
     /// The project's settings document (secrets omitted).
     pub async fn settings(&self, ctx: &Context) -> Result<serde_json::Value, tonic::Status> {
         let request = Self::request(ctx, pb::Empty {});

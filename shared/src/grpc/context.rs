@@ -65,6 +65,16 @@ impl Context {
         })
     }
 
+    /// Reads the context of a call that only servers and Latchkey's own components may make
+    /// (effects one service applies to another's data).
+    pub fn read_server(metadata: &MetadataMap) -> Result<Self, Status> {
+        let ctx = Self::read(metadata)?;
+        if ctx.access_type == AccessType::Client {
+            return Err(Status::permission_denied("server access required"));
+        }
+        Ok(ctx)
+    }
+
     /// Wraps a message in a request that carries this context and a deadline.
     pub fn request<T>(&self, message: T) -> Request<T> {
         let mut request = Request::new(message);

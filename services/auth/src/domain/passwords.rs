@@ -206,7 +206,7 @@ pub async fn update(
         .accounts
         .user(ctx.project_id, user_id)
         .await?
-        .ok_or_else(|| users::not_found(user_id))?;
+        .ok_or_else(|| users::not_found_for(ctx, user_id))?;
     let Some(stored) = row.password_hash.clone() else {
         return Err(coded(
             ErrorCode::UserDoesNotHavePassword,
@@ -247,7 +247,7 @@ pub async fn set(app: &App, ctx: &Context, password: &str) -> Result<()> {
         .accounts
         .user(ctx.project_id, user_id)
         .await?
-        .ok_or_else(|| users::not_found(user_id))?;
+        .ok_or_else(|| users::not_found_for(ctx, user_id))?;
     if row.password_hash.is_some() {
         return Err(coded(
             ErrorCode::PasswordAlreadySet,

@@ -26,6 +26,19 @@ pub fn not_found(id: Uuid) -> Error {
     )
 }
 
+/// `not_found`, except for the signed-in user itself: its token outlived the user by a moment
+/// (until the gateways learn of the deletion), and the contract answers that with 401
+/// `ACCESS_TOKEN_EXPIRED`, as the gateways will a moment later.
+pub fn not_found_for(ctx: &Context, id: Uuid) -> Error {
+    if ctx.user_id == Some(id) {
+        return coded(
+            ErrorCode::AccessTokenExpired,
+            "The session of this access token has ended.",
+        );
+    }
+    not_found(id)
+}
+
 /// Channels of `users`, keyed by user, from one contacts call.
 pub async fn channels_of(
     app: &App,
@@ -133,7 +146,7 @@ pub async fn get(app: &App, ctx: &Context, id: Uuid) -> Result<Value> {
         .accounts
         .user(ctx.project_id, id)
         .await?
-        .ok_or_else(|| not_found(id))?;
+        .ok_or_else(|| not_found_for(ctx, id))?;
     let channels = channels_of(app, ctx, &[id]).await?;
     let oauth = oauth_of(app, ctx, &[id]).await?;
     let mut user = [view(&row, of(&channels, &id), of(&oauth, &id), &settings)];
@@ -474,7 +487,7 @@ pub async fn update(app: &App, ctx: &Context, id: Uuid, body: &Value, mode: Mode
         .accounts
         .user(ctx.project_id, id)
         .await?
-        .ok_or_else(|| not_found(id))?;
+        .ok_or_else(|| not_found_for(ctx, id))?;
     let mut channels = channels_of(app, ctx, &[id])
         .await?
         .remove(&id)
@@ -527,27 +540,41 @@ pub async fn update(app: &App, ctx: &Context, id: Uuid, body: &Value, mode: Mode
     };
     match app.accounts.update_user(&row, revoke, &[event]).await {
         Ok(_) => Ok(user),
-        Err(StoreError::NotFound) => Err(not_found(id)),
+        Err(StoreError::NotFound) => Err(not_found_for(ctx, id)),
         Err(e) => Err(e.into()),
     }
 }
 
-/// `DELETE /users/{id}` and `/users/me` (20 §2.2.5): one `team_membership.deleted` per team and
-/// `user.deleted`, enqueued with the deletion. Teams and contacts drop their rows when they
-/// consume `user.deleted`; gateways stop accepting the user's tokens on the same event.
+/// `DELETE /users/{id}` and `/users/me` (20 §2.2.5). What the API shows of the user in other
+/// services goes before the answer, in a fixed order of idempotent calls: the teams read first
+/// (teams unreachable: 503, nothing changed), then contacts frees the addresses (contacts
+/// unreachable: 503, nothing changed), then teams drops memberships, profiles and grants, then
+/// auth deletes the user with its sessions and OAuth records and enqueues one
+/// `team_membership.deleted` per team and `user.deleted`. A failure after the first removal
+/// answers 503 and a retry of the same deletion finishes it; the events still reach teams and
+/// contacts, which finish a deletion that an outage interrupted.
 pub async fn delete(app: &App, ctx: &Context, id: Uuid) -> Result<()> {
     if app.accounts.user(ctx.project_id, id).await?.is_none() {
-        return Err(not_found(id));
+        return Err(not_found_for(ctx, id));
     }
     let request = teams::UserRef {
         user_id: id.to_string(),
     };
     let team_ids = app
         .teams()
-        .teams_of_user(app.to_service(ctx, request))
+        .teams_of_user(app.to_service(ctx, request.clone()))
         .await?
         .into_inner()
         .team_ids;
+    let gone = contacts::UserRef {
+        user_id: id.to_string(),
+    };
+    app.contacts()
+        .remove_user(app.to_service(ctx, gone))
+        .await?;
+    app.teams()
+        .remove_user(app.to_service(ctx, request))
+        .await?;
     let now = app.now();
     let mut events: Vec<Event> = team_ids
         .iter()
@@ -569,7 +596,7 @@ pub async fn delete(app: &App, ctx: &Context, id: Uuid) -> Result<()> {
     ));
     match app.accounts.delete_user(ctx.project_id, id, &events).await {
         Ok(()) => Ok(()),
-        Err(StoreError::NotFound) => Err(not_found(id)),
+        Err(StoreError::NotFound) => Err(not_found_for(ctx, id)),
         Err(e) => Err(e.into()),
     }
 }
@@ -592,11 +619,14 @@ pub async fn with_selected_teams(app: &App, ctx: &Context, users: &mut [Value]) 
         .filter_map(|t| t["id"].as_str().map(|id| (id.to_owned(), t.clone())))
         .collect();
     for user in users.iter_mut() {
-        if let Some(team) = user["selected_team_id"]
-            .as_str()
-            .and_then(|id| by_id.get(id))
-        {
-            user["selected_team"] = team.clone();
+        let Some(selected) = user["selected_team_id"].as_str() else {
+            continue;
+        };
+        // A team deleted while auth was unreachable for the unselecting call is not shown
+        // selected; the `team.deleted` event clears the row when it arrives.
+        match by_id.get(selected) {
+            Some(team) => user["selected_team"] = team.clone(),
+            None => user["selected_team_id"] = Value::Null,
         }
     }
     Ok(())

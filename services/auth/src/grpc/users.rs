@@ -391,4 +391,20 @@ impl pb::users_server::Users for Users {
         users::delete(&self.app, &ctx, id).await?;
         Ok(empty())
     }
+
+    async fn clear_selected_team(
+        &self,
+        request: Request<pb::ClearSelectedTeamRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read_server(request.metadata())?;
+        let req = request.get_ref();
+        let team = uuid(&req.team_id, "team_id")?;
+        let user = optional_uuid(req.user_id.as_deref(), "user_id")?;
+        self.app
+            .accounts
+            .clear_selected_team(ctx.project_id, team, user)
+            .await
+            .map_err(Error::from)?;
+        Ok(empty())
+    }
 }

@@ -13,7 +13,9 @@ use crate::error::{coded, Error, Result};
 use crate::store::Member;
 
 impl Teams {
-    /// Server shape of each profile; the gateway drops `user` for clients.
+    /// Server shape of each profile; the gateway drops `user` for clients. Auth is the source of
+    /// truth for who exists: a membership whose user auth no longer knows (a deletion that an
+    /// outage interrupted, finished later by the `user.deleted` event) is not shown.
     async fn compose(&self, ctx: &Context, members: &[Member]) -> Result<Vec<Value>> {
         let ids: Vec<String> = members.iter().map(|m| m.user_id.to_string()).collect();
         let users = if ids.is_empty() {
@@ -21,20 +23,32 @@ impl Teams {
         } else {
             self.auth.users(ctx, &ids).await?
         };
+        let by_id: std::collections::HashMap<&str, &Value> = users
+            .iter()
+            .filter_map(|u| u["id"].as_str().map(|id| (id, u)))
+            .collect();
         Ok(members
             .iter()
-            .map(|m| {
-                let id = m.user_id.to_string();
-                let user = users.iter().find(|u| u["id"] == id.as_str()).cloned().unwrap_or(Value::Null);
-                json!({
+            .filter_map(|m| {
+                let user = (*by_id.get(m.user_id.to_string().as_str())?).clone();
+                Some(json!({
                     "team_id": m.team_id,
                     "user_id": m.user_id,
                     "display_name": m.display_name.clone().map_or_else(|| user["display_name"].clone(), Value::from),
                     "profile_image_url": m.profile_image_url.clone().map_or_else(|| user["profile_image_url"].clone(), Value::from),
                     "user": user,
-                })
+                }))
             })
             .collect())
+    }
+
+    /// One profile; a member whose user auth no longer knows is no member.
+    async fn compose_one(&self, ctx: &Context, member: Member) -> Result<Value> {
+        let (team, user) = (member.team_id, member.user_id);
+        self.compose(ctx, &[member])
+            .await?
+            .pop()
+            .ok_or_else(|| membership_not_found(team, user))
     }
 
     /// `GET /team-member-profiles` with the client rules of 30 §3.
@@ -121,7 +135,7 @@ impl Teams {
             .await?;
         }
         let member = self.member(ctx, team, user).await?;
-        Ok(self.compose(ctx, &[member]).await?.remove(0))
+        self.compose_one(ctx, member).await
     }
 
     /// `PATCH /team-member-profiles/{team}/{user}`: `display_name` (string) and
@@ -162,6 +176,6 @@ impl Teams {
         if !self.store.update_profile(ctx.project_id, &member).await? {
             return Err(membership_not_found(team, user));
         }
-        Ok(self.compose(ctx, &[member]).await?.remove(0))
+        self.compose_one(ctx, member).await
     }
 }

@@ -285,6 +285,9 @@ impl Teams {
             self.clock.now_millis(),
             json!({ "id": id }),
         );
+        // Auth holds the users' selections: unselect first, so that auth being down fails the
+        // deletion with nothing changed, and a reader never sees a deleted team selected.
+        self.auth.clear_selected_team(ctx, id, None).await?;
         if self.store.delete_team(ctx.project_id, id, &[event]).await? {
             // Pending invitations to the team go with it (30 §1.5).
             for invitation in self
@@ -378,6 +381,7 @@ impl Teams {
             self.clock.now_millis(),
             json!({ "team_id": team, "user_id": user }),
         );
+        self.auth.clear_selected_team(ctx, team, Some(user)).await?;
         if self
             .store
             .remove_member(ctx.project_id, team, user, &[event])
