@@ -92,6 +92,13 @@ impl IntoResponse for ApiError {
                 }
             }
         }
+        // A backing service lost or draining: worth trying again in a moment (a replica that
+        // died takes its in-flight calls with it; the next call goes to another).
+        if code == ErrorCode::ServiceUnavailable {
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from_static("1"));
+        }
         response.extensions_mut().insert(code);
         response
     }

@@ -102,26 +102,40 @@ fn expect<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
 
 impl TestApp {
     pub async fn spawn(mode: Mode) -> Self {
-        Self::spawn_with(mode, false, &[]).await
+        Self::spawn_with(mode, false, &[], &[]).await
     }
 
     /// The distributed stack with each component behind a balancer, so that `roll` can
     /// replace one instance at a time.
     pub async fn spawn_balanced() -> Self {
-        Self::spawn_with(Mode::Distributed, true, &[]).await
+        Self::spawn_with(Mode::Distributed, true, &[], &[]).await
     }
 
     /// The balanced distributed stack with extra settings for every process.
     pub async fn spawn_balanced_with(env: &[(&str, String)]) -> Self {
-        Self::spawn_with(Mode::Distributed, true, env).await
+        Self::spawn_with(Mode::Distributed, true, env, &[]).await
     }
 
     /// The distributed stack with extra settings for every process.
     pub async fn spawn_distributed_with(env: &[(&str, String)]) -> Self {
-        Self::spawn_with(Mode::Distributed, false, env).await
+        Self::spawn_with(Mode::Distributed, false, env, &[]).await
     }
 
-    async fn spawn_with(mode: Mode, balanced: bool, extra_env: &[(&str, String)]) -> Self {
+    /// The distributed stack with some components run as several instances, each reached
+    /// through one configured target (see `Replicated`).
+    pub async fn spawn_replicated(
+        env: &[(&str, String)],
+        replicas: &[crate::processes::Replicated],
+    ) -> Self {
+        Self::spawn_with(Mode::Distributed, false, env, replicas).await
+    }
+
+    async fn spawn_with(
+        mode: Mode,
+        balanced: bool,
+        extra_env: &[(&str, String)],
+        replicas: &[crate::processes::Replicated],
+    ) -> Self {
         latchkey_shared::telemetry::init();
         let dir = expect(tempfile::tempdir(), "tempdir");
         let infra = Infra::new();
@@ -186,6 +200,7 @@ impl TestApp {
                     &mail.url,
                     balanced,
                     extra_env,
+                    replicas,
                 )
                 .await;
                 (
@@ -421,6 +436,23 @@ impl TestApp {
         processes.add_replica(component).await;
     }
 
+    /// Distributed mode: one more instance of `component` listening on `listen`, once ready.
+    pub async fn add_instance(&mut self, component: &'static str, listen: &str) {
+        let Some(processes) = self.processes() else {
+            panic!("instances need the distributed stack");
+        };
+        processes.add_instance(component, listen).await;
+    }
+
+    /// Distributed mode: ends the instance listening on `listen`, with SIGTERM (a clean exit
+    /// is required) or SIGKILL.
+    pub async fn end_instance(&mut self, listen: &str, kill: bool) {
+        let Some(processes) = self.processes() else {
+            panic!("instances need the distributed stack");
+        };
+        processes.end_instance(listen, kill).await;
+    }
+
     /// Distributed mode: stops every instance of `component` (SIGKILL) until `resume`.
     pub fn halt(&mut self, component: &str) -> Vec<(String, &'static str, String)> {
         let Some(processes) = self.processes() else {
@@ -510,6 +542,18 @@ impl TestApp {
     }
 
     /// Distributed mode: where each running component process serves its metrics.
+    /// Where the instance listening on `listen` serves `/metrics`.
+    pub fn metrics_of(&self, listen: &str) -> Option<String> {
+        match &self.stack {
+            Some(Stack::Processes(p)) => p
+                .children
+                .iter()
+                .find(|c| c.listen == listen)
+                .map(|c| c.metrics.clone()),
+            _ => None,
+        }
+    }
+
     pub fn metrics_addrs(&self) -> Vec<(&'static str, String)> {
         match &self.stack {
             Some(Stack::Processes(p)) => p

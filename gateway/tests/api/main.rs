@@ -7,6 +7,7 @@ mod smtp;
 
 mod access;
 mod accounts;
+mod balancing;
 mod basics;
 mod cli;
 mod consistency;

@@ -62,6 +62,14 @@ pub struct Processes {
     started: usize,
 }
 
+/// A component run as several instances, listening at `listen`, that every other component
+/// (and the test) reaches through `target`: a list of addresses, or a name standing for them.
+pub struct Replicated {
+    pub component: &'static str,
+    pub listen: Vec<String>,
+    pub target: String,
+}
+
 /// What the test app needs from a freshly started stack.
 pub struct Started {
     pub processes: Processes,
@@ -81,6 +89,7 @@ impl Processes {
         smtp_url: &str,
         balanced: bool,
         extra_env: &[(&str, String)],
+        replicas: &[Replicated],
     ) -> Started {
         let mut env: Vec<(String, String)> = Vec::new();
         for name in ["auth", "teams", "contacts", "webhooks"] {
@@ -104,6 +113,11 @@ impl Processes {
         let mut listen = Vec::new();
         let mut reach = Vec::new();
         for name in COMPONENTS {
+            if let Some(r) = replicas.iter().find(|r| r.component == name) {
+                listen.extend(r.listen.iter().map(|l| (name, l.clone())));
+                reach.push((name, r.target.clone()));
+                continue;
+            }
             let own = free_port();
             let shared = if balanced {
                 let balancer = Balancer::start(own.clone()).await;
@@ -124,7 +138,11 @@ impl Processes {
             };
             env.push((var, addr.clone()));
         }
-        let gateway = reach[4].1.clone();
+        let gateway = reach
+            .iter()
+            .find(|(n, _)| *n == "gateway")
+            .map(|(_, a)| a.clone())
+            .unwrap_or_default();
         // Every gateway of a deployment issues and accepts tokens under one public URL.
         env.push(("LATCHKEY_PUBLIC_URL".into(), format!("http://{gateway}")));
         env.push(("LATCHKEY_MAX_BODY_BYTES".into(), (64 * 1024).to_string()));
@@ -155,8 +173,13 @@ impl Processes {
             dir: dir.to_owned(),
             started: 0,
         };
-        for (component, addr) in listen {
-            let process = processes.spawn(component, component.to_owned(), addr);
+        for (i, (component, addr)) in listen.into_iter().enumerate() {
+            let name = if processes.children.iter().any(|p| p.component == component) {
+                format!("{component}-{i}")
+            } else {
+                component.to_owned()
+            };
+            let process = processes.spawn(component, name, addr);
             processes.children.push(process);
         }
         let base = format!("http://{gateway}");
@@ -266,6 +289,37 @@ impl Processes {
         }
         balancer.add(fresh.listen.clone());
         self.children.push(fresh);
+    }
+
+    /// Starts one more instance of `component` on `listen` and waits until it is ready.
+    pub async fn add_instance(&mut self, component: &'static str, listen: &str) {
+        let name = format!("{component}-{}", self.started);
+        let fresh = self.spawn(component, name, listen.to_owned());
+        self.children.push(fresh);
+        if let Err(why) = wait_ready(component, listen).await {
+            panic!("new {component} not ready: {why}\n{}", self.logs());
+        }
+    }
+
+    /// Ends the instance on `listen`: SIGKILL, or SIGTERM and a clean exit within the grace
+    /// period.
+    pub async fn end_instance(&mut self, listen: &str, kill: bool) {
+        let Some(i) = self.children.iter().position(|p| p.listen == listen) else {
+            panic!("no instance on {listen}");
+        };
+        let mut p = self.children.remove(i);
+        if kill {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+            return;
+        }
+        let status = terminate(&mut p.child, Duration::from_secs(40)).await;
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "{} did not exit cleanly on SIGTERM: {status:?}\n{}",
+            p.name,
+            self.log(&p.name)
+        );
     }
 
     /// Stops every instance of `component` with SIGKILL; `resume` starts them again on the

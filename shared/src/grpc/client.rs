@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use latchkey_proto::auth::v1::projects_client::ProjectsClient;
 use latchkey_proto::auth::v1::{AccessOutcome, AccessType as PbAccessType, CheckAccessRequest};
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Endpoint;
 
 pub use super::retry::Channel;
 use tonic::Status;
@@ -20,21 +19,11 @@ use crate::headers::AccessType;
 
 pub type AuthClient = ProjectsClient<InterceptedService<Channel, PresentCaller>>;
 
-/// A channel that connects on first use, reconnects by itself (so components can start in any
-/// order) and resends calls that never reached the component.
+/// A channel to every replica `addr` names (`host:port`, comma-separated, names resolved to all
+/// their addresses), balancing per call. It connects on first use, reconnects by itself (so
+/// components can start in any order) and resends calls that never reached the component.
 pub fn lazy_channel(addr: &str) -> anyhow::Result<Channel> {
-    let uri = if addr.starts_with("http://") || addr.starts_with("https://") {
-        addr.to_owned()
-    } else {
-        format!("http://{addr}")
-    };
-    Ok(Endpoint::from_shared(uri)?
-        .connect_timeout(Duration::from_secs(2))
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(30))
-        .keep_alive_while_idle(true)
-        .connect_lazy()
-        .into())
+    Channel::balanced(addr)
 }
 
 /// Bound on cached entries; beyond it the cache is cleared rather than grown.

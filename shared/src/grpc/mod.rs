@@ -2,6 +2,8 @@
 
 /// What services ask of auth.
 pub mod auth;
+/// Per-call balancing over the replicas of a target.
+pub mod balance;
 /// Who may call a service: the internal token or a project's secret server key.
 pub mod caller;
 /// Channels to other components.

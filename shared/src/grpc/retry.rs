@@ -1,8 +1,11 @@
-//! Transparent retry of calls that never reached a service, as gRPC's own clients do: a refused
-//! connection, a stream the server refused with GOAWAY while draining for shutdown, or a request
-//! the connection dropped before sending it. Sending those again is safe, and it is what lets a
-//! service restart one replica at a time without failing a request. A call that may have
-//! reached the service is never repeated.
+//! The channel every component calls another through: each call goes to one replica of the
+//! target (see `balance`), and a call that never reached a service is sent again, to another
+//! replica when there is one, as gRPC's own clients do: a refused connection, a stream the
+//! server refused with GOAWAY while draining for shutdown, or a request the connection dropped
+//! before sending it. Sending those again is safe, and it is what lets a service restart one
+//! replica at a time without failing a request. A call that may have reached the service is
+//! never repeated; if its connection broke, it fails as UNAVAILABLE (the gateway's 503 with
+//! `Retry-After`), not as an unknown error.
 
 use std::error::Error as StdError;
 use std::future::Future;
@@ -10,9 +13,14 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use tonic::body::Body;
+use tonic::Status;
+
+use super::balance::Pool;
 use tower::{Service, ServiceExt};
 
 type BoxError = Box<dyn StdError + Send + Sync>;
@@ -26,15 +34,39 @@ const BACKOFF: [Duration; 5] = [
     Duration::from_millis(500),
 ];
 
-/// A channel to one component that resends calls which never reached it.
-#[derive(Clone, Debug)]
+/// A channel to one component's replicas that resends calls which never reached one.
+#[derive(Clone)]
 pub struct Channel {
-    inner: tonic::transport::Channel,
+    pool: Arc<Pool>,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("addresses", &self.pool.addresses())
+            .finish()
+    }
+}
+
+impl Channel {
+    /// A channel over every replica `target` names (see `balance::parse_target`).
+    pub fn balanced(target: &str) -> anyhow::Result<Self> {
+        Ok(Self {
+            pool: Pool::new(target)?,
+        })
+    }
+
+    /// The addresses calls are spread over now.
+    pub fn addresses(&self) -> Vec<std::net::SocketAddr> {
+        self.pool.addresses()
+    }
 }
 
 impl From<tonic::transport::Channel> for Channel {
     fn from(inner: tonic::transport::Channel) -> Self {
-        Self { inner }
+        Self {
+            pool: Pool::fixed(inner),
+        }
     }
 }
 
@@ -49,32 +81,63 @@ impl Service<http::Request<Body>> for Channel {
     }
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        let channel = self.inner.clone();
+        let pool = self.pool.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
             // Calls are unary: the body is one length-prefixed message, kept to be sent again.
             let body = body.collect().await?.to_bytes();
             let mut backoff = BACKOFF.iter();
             loop {
+                let Some(call) = pool.pick().await else {
+                    return Err(Status::unavailable("no address for this service").into());
+                };
                 let attempt = rebuild(&parts, &body);
-                let mut channel = channel.clone();
+                let mut channel = call.replica().channel.clone();
                 let outcome = match channel.ready().await {
                     Ok(ready) => ready.call(attempt).await,
                     Err(e) => Err(e),
                 };
-                match outcome {
+                let e = match outcome {
                     Ok(response) => return Ok(response),
-                    Err(e) => match backoff.next() {
-                        Some(wait) if never_reached_the_service(&e) => {
-                            tracing::debug!(error = %e, uri = %parts.uri, "resending a call that did not reach its service");
-                            tokio::time::sleep(*wait).await;
-                        }
-                        _ => return Err(e.into()),
-                    },
+                    Err(e) => e,
+                };
+                if !never_reached_the_service(&e) {
+                    return Err(lost_in_flight(e.into()));
+                }
+                // Out of the picks until its health watch reaches it again; and perhaps gone for
+                // good, so look the target up again.
+                call.replica().unreachable();
+                pool.resolve_soon();
+                drop(call);
+                match backoff.next() {
+                    Some(wait) => {
+                        tracing::debug!(error = %e, uri = %parts.uri, "resending a call that did not reach its service");
+                        tokio::time::sleep(*wait).await;
+                    }
+                    None => {
+                        return Err(Status::unavailable(format!("service unreachable: {e}")).into())
+                    }
                 }
             }
         })
     }
+}
+
+/// A call whose connection broke after it was sent (the replica died): UNAVAILABLE, so callers
+/// answer 503 and may try again, rather than an unknown error. Other failures (a deadline)
+/// keep their own status.
+fn lost_in_flight(e: BoxError) -> BoxError {
+    let mut source: Option<&(dyn StdError + 'static)> = Some(e.as_ref());
+    while let Some(err) = source {
+        if err.is::<Status>() {
+            return e;
+        }
+        if err.is::<h2::Error>() || err.is::<hyper::Error>() || err.is::<std::io::Error>() {
+            return Status::unavailable(format!("connection to the service lost: {e}")).into();
+        }
+        source = err.source();
+    }
+    e
 }
 
 fn rebuild(parts: &http::request::Parts, body: &Bytes) -> http::Request<Body> {
@@ -140,7 +203,10 @@ mod tests {
             .await
             .err()
             .unwrap_or_else(|| panic!("no listener, yet an answer"));
-        assert!(never_reached_the_service(err.as_ref()), "{err:?}");
+        let status = err
+            .downcast::<Status>()
+            .unwrap_or_else(|e| panic!("not a status: {e:?}"));
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
         assert!(started.elapsed() >= BACKOFF.iter().sum::<Duration>());
     }
 }

@@ -103,8 +103,10 @@ async fn health_and_reflection() -> anyhow::Result<(
     Ok((reporter, health, reflection))
 }
 
-/// How long a caller's connection lives before the server asks it to reconnect.
+/// How long a caller's connection lives before the server asks it to reconnect (GOAWAY), and how
+/// long calls already on it then get to finish before it is closed.
 const MAX_CONNECTION_AGE: std::time::Duration = std::time::Duration::from_secs(120);
+const MAX_CONNECTION_AGE_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Serves `routes` plus health and reflection on `listener` until `shutdown` resolves. Health
 /// reports SERVING for `""` and `service_name` while up and NOT_SERVING as soon as shutdown
@@ -140,10 +142,12 @@ pub async fn serve(
     };
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
-        // Callers hold one HTTP/2 connection per address, so behind a Service they would stay
-        // on the replica they first reached; ending connections now and then (gracefully: the
-        // callers' channels resend refused calls) spreads them over replicas added since.
+        // Latchkey's own callers balance per call over every replica; callers that cannot
+        // (a plain channel to a ClusterIP Service) stay on the replica they first reached,
+        // so ending connections now and then (gracefully: GOAWAY, then a grace period for the
+        // calls in flight) spreads them over replicas added since.
         .max_connection_age(MAX_CONNECTION_AGE)
+        .max_connection_age_grace(MAX_CONNECTION_AGE_GRACE)
         // One span per call, carrying the gateway's request id across the hop.
         .trace_fn(move |request| {
             let request_id = request
