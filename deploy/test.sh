@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README): makes sure PostgreSQL, Redis and RabbitMQ are up (installing and
 # starting them from Debian's packages on a fresh machine), validates the Kubernetes manifests and
-# the compose file offline, then checks formatting and lints and runs every test, then the
-# hardening tier (deploy/hardening.sh). Tests create
+# the compose file offline, then checks formatting and lints and runs every test (the Rust
+# suites, then the Stack Auth SDK in headless Chromium), then the hardening tier
+# (deploy/hardening.sh). Tests create
 # their own databases and vhosts and drop them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,8 @@ if cargo tree -p latchkey-proto -e normal --prefix none 2>/dev/null | grep -q '^
 fi
 echo "== cargo test"
 cargo test --workspace
+echo "== browser test"
+bash deploy/browser-test.sh
 # Faults stop the shared servers and timings want a quiet machine, so the hardening tier runs
 # afterwards, its tests alone and one at a time.
 echo "== hardening tier"

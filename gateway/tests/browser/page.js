@@ -1,0 +1,28 @@
+// The page's script: the unmodified Stack Auth SDK, as an app would use it in the browser.
+import { StackClientApp } from "@stackframe/js";
+
+window.runFlow = async ({ baseUrl, projectId, publishableClientKey, email, password }) => {
+  const app = new StackClientApp({
+    baseUrl,
+    projectId,
+    publishableClientKey,
+    tokenStore: "memory",
+    redirectMethod: "none",
+    devTool: false,
+    noAutomaticPrefetch: true,
+  });
+  const steps = {};
+  const up = await app.signUpWithCredential({ email, password, noRedirect: true, noVerificationCallback: true });
+  steps.signUp = up.status === "ok" ? "ok" : String(up.error);
+  steps.afterSignUp = (await app.getUser())?.primaryEmail ?? null;
+  await app.signOut();
+  steps.afterSignOut = (await app.getUser())?.primaryEmail ?? null;
+  const wrong = await app.signInWithCredential({ email, password: password + "x", noRedirect: true });
+  steps.wrongPassword = wrong.status === "ok" ? "ok" : wrong.error?.errorCode ?? String(wrong.error);
+  const inn = await app.signInWithCredential({ email, password, noRedirect: true });
+  steps.signIn = inn.status === "ok" ? "ok" : String(inn.error);
+  const user = await app.getUser();
+  steps.afterSignIn = user?.primaryEmail ?? null;
+  steps.userId = user?.id ?? null;
+  return steps;
+};
