@@ -8,6 +8,8 @@ pub mod access;
 pub mod error;
 /// Strict JSON body and query extractors.
 pub mod extract;
+/// Unread request bodies drained so keep-alive connections stay usable.
+mod keep_alive;
 /// Rate limits: buckets, Redis and local counters, client addresses.
 pub mod limits;
 /// Prometheus metrics.
@@ -228,10 +230,11 @@ pub async fn serve(
         tokio::time::sleep(delay).await;
     };
     let app = router(state.clone())
-        .layer(from_fn_with_state(state, close_when_draining))
+        .layer(from_fn_with_state(state.clone(), close_when_draining))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             BODY_READ_TIMEOUT,
-        ));
+        ))
+        .layer(from_fn_with_state(state, keep_alive::drain_unread));
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
         .http1()

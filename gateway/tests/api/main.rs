@@ -16,6 +16,7 @@ mod deployment;
 mod grpc;
 mod hardening;
 mod invitations;
+mod keep_alive;
 mod limits;
 mod oauth;
 mod oauth_mock;
