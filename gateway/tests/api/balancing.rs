@@ -119,6 +119,28 @@ fn shares(before: &[u64], after: &[u64]) -> Vec<f64> {
         .collect()
 }
 
+/// Sends 3,000 reads; the share of each auth instance's user reads and of each contacts
+/// instance's channel look-ups among them.
+async fn spread(
+    app: &TestApp,
+    read: &reqwest::RequestBuilder,
+    auth: &[String],
+    contacts: &[String],
+) -> [(&'static str, Vec<f64>); 2] {
+    const GET_USER: &str = "Users/GetUser\"";
+    const LIST_CHANNELS: &str = "Contacts/ListChannels\"";
+    let (a0, c0) = (
+        counts(app, auth, GET_USER).await,
+        counts(app, contacts, LIST_CHANNELS).await,
+    );
+    reads(read, 3000).await;
+    let (a1, c1) = (
+        counts(app, auth, GET_USER).await,
+        counts(app, contacts, LIST_CHANNELS).await,
+    );
+    [("auth", shares(&a0, &a1)), ("contacts", shares(&c0, &c1))]
+}
+
 fn port_of(addr: &str) -> String {
     addr.rsplit(':').next().unwrap_or_default().to_owned()
 }
@@ -210,21 +232,10 @@ async fn calls_spread_over_every_replica_and_follow_replicas_coming_and_going() 
     let user = app.sign_up(&email("spread"), PASSWORD).await;
     let token = user.access.clone();
     let read = app.client(Method::GET, "/api/v1/users/me", Some(&token));
-    const GET_USER: &str = "Users/GetUser\"";
-    const LIST_CHANNELS: &str = "Contacts/ListChannels\"";
 
     // Three replicas each: every one serves a fair share of 3,000 reads (gateway → auth) and of
     // the channel look-ups they make (auth → contacts).
-    let (a0, c0) = (
-        counts(&app, &auth, GET_USER).await,
-        counts(&app, &contacts, LIST_CHANNELS).await,
-    );
-    reads(&read, 3000).await;
-    let (a1, c1) = (
-        counts(&app, &auth, GET_USER).await,
-        counts(&app, &contacts, LIST_CHANNELS).await,
-    );
-    for (what, share) in [("auth", shares(&a0, &a1)), ("contacts", shares(&c0, &c1))] {
+    for (what, share) in spread(&app, &read, &auth, &contacts).await {
         println!("{what} shares over three replicas: {share:?}");
         assert!(
             share.iter().all(|s| (0.25..=0.42).contains(s)),
@@ -249,16 +260,7 @@ async fn calls_spread_over_every_replica_and_follow_replicas_coming_and_going() 
         list.push(listen);
     }
     tokio::time::sleep(latchkey_shared::grpc::balance::REFRESH + Duration::from_secs(2)).await;
-    let (a0, c0) = (
-        counts(&app, &auth, GET_USER).await,
-        counts(&app, &contacts, LIST_CHANNELS).await,
-    );
-    reads(&read, 3000).await;
-    let (a1, c1) = (
-        counts(&app, &auth, GET_USER).await,
-        counts(&app, &contacts, LIST_CHANNELS).await,
-    );
-    for (what, share) in [("auth", shares(&a0, &a1)), ("contacts", shares(&c0, &c1))] {
+    for (what, share) in spread(&app, &read, &auth, &contacts).await {
         println!("{what} shares over four replicas: {share:?}");
         assert!(share[3] >= 0.15, "{what}: the new replica got {share:?}");
     }

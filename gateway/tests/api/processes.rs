@@ -271,17 +271,19 @@ impl Processes {
         base
     }
 
-    /// One more instance of `component` behind its balancer, which from now on hands new
-    /// connections to its instances in turn (a Service over several replicas).
-    pub async fn add_replica(&mut self, component: &'static str) {
-        let Some(balancer) = self
-            .balancers
+    /// The balancer in front of `component` (the balanced stack only).
+    fn balancer(&self, component: &str) -> Balancer {
+        self.balancers
             .iter()
             .find(|(n, _)| *n == component)
             .map(|(_, b)| b.clone())
-        else {
-            panic!("replicas need the balanced stack");
-        };
+            .unwrap_or_else(|| panic!("{component} has no balancer: start the balanced stack"))
+    }
+
+    /// One more instance of `component` behind its balancer, which from now on hands new
+    /// connections to its instances in turn (a Service over several replicas).
+    pub async fn add_replica(&mut self, component: &'static str) {
+        let balancer = self.balancer(component);
         let name = format!("{component}-{}", self.started);
         let fresh = self.spawn(component, name, free_port());
         if let Err(why) = wait_ready(component, &fresh.listen).await {
@@ -374,14 +376,7 @@ impl Processes {
         let Some(i) = self.children.iter().position(|p| p.component == component) else {
             panic!("no {component} to roll");
         };
-        let Some(balancer) = self
-            .balancers
-            .iter()
-            .find(|(n, _)| *n == component)
-            .map(|(_, b)| b.clone())
-        else {
-            panic!("rolling needs the balanced stack");
-        };
+        let balancer = self.balancer(component);
         let name = format!("{component}-{}", self.started);
         let fresh = self.spawn(component, name, free_port());
         if let Err(why) = wait_ready(component, &fresh.listen).await {
