@@ -19,6 +19,10 @@ if ! "$deny" --version 2>/dev/null | grep -q '^cargo-deny 0.20.2$'; then
   cargo install --locked --quiet --debug cargo-deny --version 0.20.2 --root "$tools"
 fi
 
+# cargo-deny reads `cargo metadata --offline`, which wants the sources of every crate in the
+# lockfile, for every platform; a fresh machine has only those its own builds downloaded.
+cargo fetch --locked --quiet
+
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
