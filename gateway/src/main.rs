@@ -62,6 +62,17 @@ struct Cli {
     )]
     shutdown_delay_seconds: u64,
 
+    /// Seconds a caller's gRPC connection to a service lives before the service asks it (GOAWAY)
+    /// to open a new one, so callers that do not balance per call spread over new replicas.
+    #[arg(
+        long,
+        env = "LATCHKEY_GRPC_MAX_CONNECTION_AGE_SECONDS",
+        default_value_t = latchkey_shared::grpc::server::MAX_CONNECTION_AGE.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..),
+        global = true
+    )]
+    grpc_max_connection_age_seconds: u64,
+
     #[command(flatten)]
     databases: DatabaseArgs,
 
@@ -350,6 +361,7 @@ async fn main() -> anyhow::Result<()> {
                 internal_token: token,
                 auth_addr: auth_addr.clone(),
                 shutdown_delay: Duration::from_secs(cli.shutdown_delay_seconds),
+                max_connection_age: Duration::from_secs(cli.grpc_max_connection_age_seconds),
                 secrets: SecretsKey::from_base64(
                     cli.common
                         .secrets_key

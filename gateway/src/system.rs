@@ -126,6 +126,7 @@ pub async fn start(cfg: SystemConfig) -> anyhow::Result<Running> {
         auth_addr: addr("auth"),
         // One process, no load balancer to wait for.
         shutdown_delay: Duration::ZERO,
+        max_connection_age: latchkey_shared::grpc::server::MAX_CONNECTION_AGE,
         secrets: cfg.secrets.clone(),
     };
     let (stop, stop_rx) = watch::channel(false);

@@ -243,10 +243,14 @@ impl CodedError {
             }
         }
         match status.code() {
-            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => Self::new(
-                ErrorCode::ServiceUnavailable,
-                "A backing service is unavailable; try again shortly.",
-            ),
+            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => {
+                // The caller gets a generic 503; the operator needs to know which hop failed.
+                tracing::warn!(code = ?status.code(), message = status.message(), "a backing service call failed");
+                Self::new(
+                    ErrorCode::ServiceUnavailable,
+                    "A backing service is unavailable; try again shortly.",
+                )
+            }
             _ => Self::internal(),
         }
     }

@@ -298,3 +298,75 @@ async fn calls_spread_over_every_replica_and_follow_replicas_coming_and_going() 
     assert_eq!(me["id"], user.user_id.as_str());
     app.finish().await;
 }
+
+/// Distinct client ports seen connected to `addr` in this network namespace's TCP table.
+fn connections_to(addr: &str, seen: &mut std::collections::HashSet<String>) {
+    let port = format!("{:04X}", port_of(addr).parse::<u16>().unwrap_or_default());
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    for line in table.lines().skip(1) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        // local, remote: the gateway's end of a connection to auth has auth's port as remote.
+        if let [_, local, remote, ..] = cols[..] {
+            if remote.ends_with(&format!(":{port}")) {
+                seen.insert(local.to_owned());
+            }
+        }
+    }
+}
+
+/// Services end each caller's connection when it reaches its age (GOAWAY), and callers move to
+/// a new one without losing a call: with connections aged out every second, sustained reads and
+/// writes through every hop all succeed. (Ending connections with tonic's grace period instead
+/// cut them, calls in flight included, and failed such calls with 503.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aged_connections_are_replaced_without_failing_a_call() {
+    let app = TestApp::spawn_distributed_with(&[
+        ("LATCHKEY_GRPC_MAX_CONNECTION_AGE_SECONDS", "1".to_owned()),
+        ("LATCHKEY_RATE_LIMITS", "off".to_owned()),
+    ])
+    .await;
+    app.settings(serde_json::json!({"client_team_creation_enabled": true}))
+        .await;
+    let app = Arc::new(app);
+    let auth = app.grpc_addr("auth");
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let (app, stop) = (app.clone(), stop.clone());
+            tokio::spawn(async move {
+                let session = app.sign_up(&email(&format!("aged{w}")), PASSWORD).await;
+                let token = session.access;
+                let mut answered = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    let me = app.client(Method::GET, "/api/v1/users/me", Some(&token));
+                    let team = app
+                        .client(Method::POST, "/api/v1/teams", Some(&token))
+                        .json(&serde_json::json!({"display_name": format!("t{answered}")}));
+                    for (what, request) in [("read", me), ("team", team)] {
+                        let res = request.send().await.unwrap_or_else(|e| panic!("{e}"));
+                        let status = res.status().as_u16();
+                        let body = res.text().await.unwrap_or_default();
+                        assert!(status < 300, "{what} #{answered}: {status} {body}");
+                        answered += 1;
+                    }
+                }
+                answered
+            })
+        })
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    let until = std::time::Instant::now() + Duration::from_secs(6);
+    while std::time::Instant::now() < until {
+        connections_to(&auth, &mut seen);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut answered = 0;
+    for w in workers {
+        answered += w.await.unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert!(answered > 100, "only {answered} answers");
+    // The gateway, teams and contacts each reach auth; over six ages they opened many more
+    // connections than those three.
+    assert!(seen.len() >= 8, "{} connections to auth", seen.len());
+}

@@ -315,12 +315,17 @@ impl Pool {
 
 /// How often a draining replica is asked whether it serves again.
 const DRAINING_POLL: Duration = Duration::from_millis(500);
+/// How long one watch stream is kept before a new one replaces it. A server ends an aged
+/// connection gracefully (GOAWAY, then it waits for the streams on it), so a stream held
+/// for ever would keep every aged connection open for ever.
+const WATCH_RENEWAL: Duration = Duration::from_secs(30);
 
 /// Follows a replica's health for as long as the replica is in the pool (the task is aborted
 /// when it leaves). A server without a health service stays `Unknown`, which is usable.
 /// While the replica serves, one watch stream says at once when it starts draining; then the
 /// stream is dropped (an open stream would hold the replica's graceful shutdown until it ends)
-/// and single checks follow until it serves again or goes away.
+/// and single checks follow until it serves again or goes away. The stream is renewed every
+/// `WATCH_RENEWAL`, on the channel's current connection.
 async fn watch(channel: tonic::transport::Channel, health: Arc<AtomicU8>) {
     let set = |h: Health| health.store(h as u8, Ordering::Relaxed);
     let request = || HealthCheckRequest {
@@ -333,8 +338,14 @@ async fn watch(channel: tonic::transport::Channel, health: Arc<AtomicU8>) {
             Ok(response) => {
                 let mut stream = response.into_inner();
                 failures = 0;
+                let renew = tokio::time::sleep(WATCH_RENEWAL);
+                tokio::pin!(renew);
                 let draining = loop {
-                    match stream.message().await {
+                    let message = tokio::select! {
+                        m = stream.message() => m,
+                        () = &mut renew => break false,
+                    };
+                    match message {
                         Ok(Some(m)) if m.status() == ServingStatus::Serving => {
                             set(Health::Serving);
                         }

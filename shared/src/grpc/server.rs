@@ -26,6 +26,9 @@ pub struct Deps {
     /// After the shutdown signal, how long to keep serving while health reports NOT_SERVING,
     /// so load balancers stop sending new calls before the listener closes.
     pub shutdown_delay: std::time::Duration,
+    /// How long a caller's connection lives before the server asks it, with GOAWAY, to open a
+    /// new one (`LATCHKEY_GRPC_MAX_CONNECTION_AGE_SECONDS`).
+    pub max_connection_age: std::time::Duration,
     /// Seals stored secrets that must be read back (`LATCHKEY_SECRETS_KEY`).
     pub secrets: crate::sealed::SecretsKey,
 }
@@ -103,10 +106,8 @@ async fn health_and_reflection() -> anyhow::Result<(
     Ok((reporter, health, reflection))
 }
 
-/// How long a caller's connection lives before the server asks it to reconnect (GOAWAY), and how
-/// long calls already on it then get to finish before it is closed.
-const MAX_CONNECTION_AGE: std::time::Duration = std::time::Duration::from_secs(120);
-const MAX_CONNECTION_AGE_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+/// The default of `Deps::max_connection_age`.
+pub const MAX_CONNECTION_AGE: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Serves `routes` plus health and reflection on `listener` until `shutdown` resolves. Health
 /// reports SERVING for `""` and `service_name` while up and NOT_SERVING as soon as shutdown
@@ -117,8 +118,9 @@ pub async fn serve(
     routes: tonic::service::Routes,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    delay: std::time::Duration,
+    deps: &Deps,
 ) -> anyhow::Result<()> {
+    let delay = deps.shutdown_delay;
     use tonic_health::ServingStatus;
     let (reporter, health, reflection) = health_and_reflection().await?;
     for name in ["", service_name] {
@@ -144,10 +146,11 @@ pub async fn serve(
     tonic::transport::Server::builder()
         // Latchkey's own callers balance per call over every replica; callers that cannot
         // (a plain channel to a ClusterIP Service) stay on the replica they first reached,
-        // so ending connections now and then (gracefully: GOAWAY, then a grace period for the
-        // calls in flight) spreads them over replicas added since.
-        .max_connection_age(MAX_CONNECTION_AGE)
-        .max_connection_age_grace(MAX_CONNECTION_AGE_GRACE)
+        // so ending connections now and then (GOAWAY: no new calls on it, the ones in flight
+        // finish) spreads them over replicas added since. No `max_connection_age_grace`: with
+        // it, tonic sends no GOAWAY at all and cuts the connection at age + grace, failing
+        // whatever is in flight then. Long streams (health watches) are renewed by the caller.
+        .max_connection_age(deps.max_connection_age)
         // One span per call, carrying the gateway's request id across the hop.
         .trace_fn(move |request| {
             let request_id = request
@@ -200,14 +203,7 @@ pub async fn run_service(
         let _ = relay_stopped.await;
     }));
     let routes = make_routes(db.clone(), shutdown.clone())?;
-    let served = serve(
-        service_name,
-        routes,
-        listener,
-        shutdown.wait(),
-        deps.shutdown_delay,
-    )
-    .await;
+    let served = serve(service_name, routes, listener, shutdown.wait(), deps).await;
     let _ = stop_relay.send(());
     let _ = relay_task.await;
     db.close().await;
