@@ -43,4 +43,23 @@ impl LocalCounters {
             .collect();
         (true, counted)
     }
+
+    /// Settles counters `count` added to: `Clear` forgets one, `Refund` takes one count back.
+    pub fn settle(&self, keys: &[(String, super::redis::Settle)]) {
+        let Ok(mut counts) = self.counts.lock() else {
+            return;
+        };
+        for (key, how) in keys {
+            match how {
+                super::redis::Settle::Clear => {
+                    counts.remove(key);
+                }
+                super::redis::Settle::Refund => {
+                    if let Some((_, n)) = counts.get_mut(key) {
+                        *n = n.saturating_sub(1);
+                    }
+                }
+            }
+        }
+    }
 }

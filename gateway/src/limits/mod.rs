@@ -1,14 +1,17 @@
 //! Rate limits (70 §7, DESIGN §6): each request is counted in the buckets it belongs to, with
 //! one atomic Redis call shared by every gateway, or this gateway's counters in embedded mode
-//! and while Redis cannot answer. On top of the per-IP buckets, password sign-in guesses are
+//! and while Redis cannot answer. On top of the per-IP buckets, wrong passwords at sign-in are
 //! limited per account and per (account, IP), keyed on the address as typed so unknown
-//! addresses behave exactly like known ones.
+//! addresses behave exactly like known ones: each sign-in is counted before it is evaluated
+//! (a full bucket refuses it before any hashing), and once its answer is known a correct
+//! password takes its count back and clears the (account, IP) counter.
 
 pub mod client_ip;
 mod local;
 mod redis;
 
 pub use self::redis::delete_prefix;
+use self::redis::Settle;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -23,6 +26,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use latchkey_proto::auth::v1 as pb;
+use latchkey_shared::error::ErrorCode;
 use latchkey_shared::grpc::Context;
 use latchkey_shared::headers::AccessType;
 use serde_json::{json, Value};
@@ -38,10 +42,6 @@ pub use client_ip::Net;
 /// new settings version in Redis, which every count checks); this bounds only changes made
 /// around the gateways (auth's gRPC API called directly) and changes while Redis is down.
 const SETTINGS_TTL: Duration = Duration::from_secs(2);
-
-/// Guesses at one account's password: per (account, IP) and per account (issue 8).
-const GUESSES_PER_ACCOUNT_AND_IP: (u32, u32) = (10, 15 * 60);
-const GUESSES_PER_ACCOUNT: (u32, u32) = (100, 60 * 60);
 
 /// Client routes that authenticate, check codes or mail (70 §7.1 `client_auth_sensitive`).
 const AUTH_SENSITIVE: &[&str] = &[
@@ -104,6 +104,52 @@ struct Limits {
 
 /// The project's settings changed since its limits were read: read them again and recount.
 struct Stale;
+
+/// Where a request's counts went, so that settling them goes to the same place.
+#[derive(Clone, Copy)]
+enum Store {
+    Redis,
+    Local,
+}
+
+/// What counting a request decided.
+enum Verdict {
+    Counted(Store),
+    /// A bucket is full: its limit and the seconds until it resets.
+    Refused(u32, u64),
+}
+
+/// The guess counters a password sign-in was counted in (a disabled bucket has none).
+#[derive(Default)]
+struct Guesses {
+    per_email_and_ip: Option<String>,
+    per_email: Option<String>,
+}
+
+impl Guesses {
+    /// How the counts settle once the answer is known. Only a wrong password (which unknown
+    /// addresses also get) stays counted; a correct one (signed in, or a second factor asked
+    /// for) clears this client's counter for the address and takes back its count of the
+    /// address's; any other answer (invalid input, a service down) was no guess at all.
+    fn settle(&self, response: &Response) -> Vec<(String, Settle)> {
+        let code = response.extensions().get::<ErrorCode>().copied();
+        let correct = match code {
+            Some(ErrorCode::EmailPasswordMismatch) => return Vec::new(),
+            Some(ErrorCode::MultiFactorAuthenticationRequired) => true,
+            Some(_) => false,
+            None => response.status().is_success(),
+        };
+        let pair = if correct {
+            Settle::Clear
+        } else {
+            Settle::Refund
+        };
+        let mut keys = Vec::new();
+        keys.extend(self.per_email_and_ip.clone().map(|k| (k, pair)));
+        keys.extend(self.per_email.clone().map(|k| (k, Settle::Refund)));
+        keys
+    }
+}
 
 fn defaults() -> Buckets {
     latchkey_shared::limits::BUCKETS
@@ -277,17 +323,16 @@ impl RateLimits {
     }
 
     /// Counts the request in its hits, unless one is full: then the full one with the longest
-    /// wait, as (limit, seconds to reset). `Stale` when `project`'s limits are older than its
-    /// settings: nothing was counted.
+    /// wait. `Stale` when `project`'s limits are older than its settings: nothing was counted.
     async fn count(
         &self,
         project: Option<(Uuid, &Limits)>,
         hits: &[Hit],
         now: u64,
-    ) -> Result<Option<(u32, u64)>, Stale> {
+    ) -> Result<Verdict, Stale> {
         let version = project.and_then(|(p, l)| l.version.map(|v| (p, v)));
         if hits.is_empty() && version.is_none() {
-            return Ok(None);
+            return Ok(Verdict::Counted(Store::Local));
         }
         let remote: Vec<(String, u64, u64)> = hits
             .iter()
@@ -298,21 +343,22 @@ impl RateLimits {
             (Some(r), None) => r.count(("", None), &remote).await,
             (None, _) => None,
         };
-        let (counted, counts) = match checked {
-            Some(redis::Counted::Yes(counts)) => (true, counts),
-            Some(redis::Counted::No(counts)) => (false, counts),
+        let (store, counted, counts) = match checked {
+            Some(redis::Counted::Yes(counts)) => (Store::Redis, true, counts),
+            Some(redis::Counted::No(counts)) => (Store::Redis, false, counts),
             Some(redis::Counted::Stale) => return Err(Stale),
             None => {
                 if self.redis.is_some() {
                     self.fallback_total.fetch_add(1, Ordering::Relaxed);
                 }
-                self.local.count(&expiring(&remote, now), now)
+                let (counted, counts) = self.local.count(&expiring(&remote, now), now);
+                (Store::Local, counted, counts)
             }
         };
         if counted {
-            return Ok(None);
+            return Ok(Verdict::Counted(store));
         }
-        Ok(hits
+        let full = hits
             .iter()
             .zip(counts)
             .filter(|(h, n)| *n >= u64::from(h.limit))
@@ -320,7 +366,29 @@ impl RateLimits {
                 let reset_ms = h.window_ms - now % h.window_ms;
                 (h.limit, reset_ms.div_ceil(1000).max(1))
             })
-            .max_by_key(|(_, retry)| *retry))
+            .max_by_key(|(_, retry)| *retry);
+        // Counts that were short of every limit yet not counted cannot happen; count as passed.
+        Ok(full.map_or(Verdict::Counted(store), |(limit, retry)| {
+            Verdict::Refused(limit, retry)
+        }))
+    }
+
+    /// Settles counts made in `store`; when Redis cannot answer now, the counts stay (the
+    /// safe side) and this gateway's own copy is settled.
+    async fn settle(&self, store: Store, keys: &[(String, Settle)]) {
+        if keys.is_empty() {
+            return;
+        }
+        match (store, &self.redis) {
+            (Store::Redis, Some(r)) => {
+                if !r.settle(keys).await {
+                    tracing::warn!(
+                        "a password guess could not be settled in Redis; it stays counted"
+                    );
+                }
+            }
+            _ => self.local.settle(keys),
+        }
     }
 }
 
@@ -428,18 +496,18 @@ pub async fn enforce(State(app): State<AppState>, request: Request, next: Next) 
     // and so needs no second check (which could otherwise repeat if Redis ever held a version
     // from a restored database).
     for check_version in [true, false] {
-        let outcome = match &access {
+        let (outcome, guesses) = match &access {
             None => {
                 let hits: Vec<Hit> = limits
                     .hit(&defaults(), "unauthenticated", &ip, now)
                     .into_iter()
                     .collect();
-                limits.count(None, &hits, now).await
+                (limits.count(None, &hits, now).await, Guesses::default())
             }
             Some(access) => {
                 let project = access.project_id;
                 let project_limits = limits.limits(&app.auth, project).await;
-                let hits = hits_for(
+                let (hits, guesses) = hits_for(
                     access,
                     &target,
                     email_field,
@@ -448,12 +516,17 @@ pub async fn enforce(State(app): State<AppState>, request: Request, next: Next) 
                     now,
                 );
                 let checked = check_version.then_some((project, &project_limits));
-                limits.count(checked, &hits, now).await
+                (limits.count(checked, &hits, now).await, guesses)
             }
         };
         match outcome {
-            Ok(None) => return next.run(request).await,
-            Ok(Some((limit, retry_after))) => {
+            Ok(Verdict::Counted(store)) => {
+                let response = next.run(request).await;
+                // Before the answer leaves, so the client's next sign-in sees the settled count.
+                limits.settle(store, &guesses.settle(&response)).await;
+                return response;
+            }
+            Ok(Verdict::Refused(limit, retry_after)) => {
                 limits.limited_total.fetch_add(1, Ordering::Relaxed);
                 return limited(limit, retry_after);
             }
@@ -483,7 +556,7 @@ fn hits_for(
     buckets: &Buckets,
     limits: &RateLimits,
     now: u64,
-) -> Vec<Hit> {
+) -> (Vec<Hit>, Guesses) {
     let (route, ip, body) = (t.route, t.ip, t.body);
     let project = access.project_id;
     let mut hits = Vec::new();
@@ -511,24 +584,21 @@ fn hits_for(
             ));
         }
     }
+    let mut guesses = Guesses::default();
     if route == SIGN_IN {
         if let Some(account) = body.and_then(|b| body_field(b, "email")) {
-            let guesses = [
-                (
-                    "password_guesses_ip",
-                    format!("{project}:{account}:{ip}"),
-                    GUESSES_PER_ACCOUNT_AND_IP,
-                ),
-                (
-                    "password_guesses",
-                    format!("{project}:{account}"),
-                    GUESSES_PER_ACCOUNT,
-                ),
-            ];
-            for (bucket, subject, (limit, window)) in guesses {
-                hits.push(limits.fixed(bucket, &subject, limit, window, now));
-            }
+            let mut guess = |bucket: &str, subject: String| {
+                let hit = limits.hit(buckets, bucket, &subject, now)?;
+                let key = hit.key.clone();
+                hits.push(hit);
+                Some(key)
+            };
+            guesses.per_email_and_ip = guess(
+                "password_guesses_per_email_and_ip",
+                format!("{project}:{account}:{ip}"),
+            );
+            guesses.per_email = guess("password_guesses_per_email", format!("{project}:{account}"));
         }
     }
-    hits
+    (hits, guesses)
 }

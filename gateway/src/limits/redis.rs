@@ -46,6 +46,29 @@ table.insert(counts, 1, 1)
 return counts
 ";
 
+/// Settles a password sign-in's guess counters once its answer is known: per key, `clear`
+/// deletes it and `refund` takes back the one count the request added (never below zero; a key
+/// whose window ended meanwhile is left alone).
+const SETTLE: &str = r"
+for i = 1, #KEYS do
+  if ARGV[i] == 'clear' then
+    redis.call('DEL', KEYS[i])
+  elseif tonumber(redis.call('GET', KEYS[i]) or '0') > 0 then
+    redis.call('DECR', KEYS[i])
+  end
+end
+return {1}
+";
+
+/// What becomes of a counted request's counter once its answer is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Start the count over (a correct password for this address from this client).
+    Clear,
+    /// The request did not use up the budget after all (not a guess, or a correct one).
+    Refund,
+}
+
 /// What the script decided.
 pub enum Counted {
     /// Counted in every key; the counts after counting.
@@ -60,6 +83,7 @@ pub struct RedisCounters {
     client: redis::Client,
     connection: OnceCell<ConnectionManager>,
     script: redis::Script,
+    settle: redis::Script,
     started: Instant,
     /// Milliseconds since `started` before which Redis is not tried.
     skip_until_ms: AtomicU64,
@@ -72,6 +96,7 @@ impl RedisCounters {
             client: redis::Client::open(url)?,
             connection: OnceCell::new(),
             script: redis::Script::new(SCRIPT),
+            settle: redis::Script::new(SETTLE),
             started: Instant::now(),
             skip_until_ms: AtomicU64::new(0),
             up: AtomicBool::new(true),
@@ -101,30 +126,51 @@ impl RedisCounters {
         version: (&str, Option<i64>),
         keys: &[(String, u64, u64)],
     ) -> Option<Counted> {
+        let seen = version.1.map(|v| v.to_string()).unwrap_or_default();
+        let mut invocation = self.script.prepare_invoke();
+        invocation.key(version.0).arg(seen);
+        for (key, limit, ttl_ms) in keys {
+            invocation.key(key).arg(*limit).arg(*ttl_ms);
+        }
+        let mut counts = self.invoke(invocation).await?;
+        if counts.is_empty() {
+            return None;
+        }
+        Some(match counts.remove(0) {
+            1 => Counted::Yes(counts),
+            2 => Counted::Stale,
+            _ => Counted::No(counts),
+        })
+    }
+
+    /// Settles counters `count` added to (see `SETTLE`); false when Redis cannot answer now.
+    pub async fn settle(&self, keys: &[(String, Settle)]) -> bool {
+        let mut invocation = self.settle.prepare_invoke();
+        for (key, how) in keys {
+            invocation.key(key).arg(match how {
+                Settle::Clear => "clear",
+                Settle::Refund => "refund",
+            });
+        }
+        self.invoke(invocation).await.is_some()
+    }
+
+    /// Runs a script within the deadline, or `None` (and Redis skipped for a while) when it
+    /// cannot.
+    async fn invoke(&self, invocation: redis::ScriptInvocation<'_>) -> Option<Vec<u64>> {
         if self.elapsed_ms() < self.skip_until_ms.load(Ordering::Relaxed) {
             return None;
         }
         let call = async {
             let mut conn = self.connection().await?;
-            let mut invocation = self.script.prepare_invoke();
-            let seen = version.1.map(|v| v.to_string()).unwrap_or_default();
-            invocation.key(version.0).arg(seen);
-            for (key, limit, ttl_ms) in keys {
-                invocation.key(key).arg(*limit).arg(*ttl_ms);
-            }
             invocation.invoke_async::<Vec<u64>>(&mut conn).await
         };
-        let outcome = tokio::time::timeout(CALL_TIMEOUT * 2, call).await;
-        match outcome {
-            Ok(Ok(mut counts)) if !counts.is_empty() => {
+        match tokio::time::timeout(CALL_TIMEOUT * 2, call).await {
+            Ok(Ok(answer)) => {
                 if !self.up.swap(true, Ordering::Relaxed) {
                     tracing::info!("Redis answers again; rate limits are shared across gateways");
                 }
-                Some(match counts.remove(0) {
-                    1 => Counted::Yes(counts),
-                    2 => Counted::Stale,
-                    _ => Counted::No(counts),
-                })
+                Some(answer)
             }
             failed => {
                 let why = match failed {

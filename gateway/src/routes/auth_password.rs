@@ -69,7 +69,7 @@ pub struct SignIn {
 
 #[utoipa::path(post, path = "/api/v1/auth/password/sign-in", tag = "password",
     request_body(content = Object, description = "email, password"),
-    responses((status = 200, description = "access_token, refresh_token, user_id"), (status = 400, description = "EMAIL_PASSWORD_MISMATCH")))]
+    responses((status = 200, description = "access_token, refresh_token, user_id"), (status = 400, description = "EMAIL_PASSWORD_MISMATCH"), (status = 429, description = "RATE_LIMITED: too many wrong passwords for this email (rate-limit buckets password_guesses_per_email_and_ip, password_guesses_per_email); only wrong passwords count, a correct one clears the count for this client")))]
 pub async fn sign_in(
     State(app): State<AppState>,
     AnyAccess(access): AnyAccess,

@@ -36,7 +36,7 @@ pub async fn get_project(
 }
 
 #[utoipa::path(patch, path = "/api/v1/internal/project", tag = "admin",
-    request_body(content = Object, description = "Any subset of the settings"),
+    request_body(content = Object, description = "Any subset of the settings. `rate_limits` maps a bucket (client_general, server_general, client_auth_sensitive, email_sending, unauthenticated, password_guesses_per_email_and_ip, password_guesses_per_email) to {limit, window_seconds}, or to null to switch it off"),
     responses((status = 200, description = "Full settings after the change"), (status = 400, description = "SCHEMA_ERROR")))]
 pub async fn update_project(
     State(app): State<AppState>,

@@ -125,7 +125,7 @@ both_modes!(
         let address = email("guessed");
         app.sign_up(&address, PASSWORD).await;
         let unknown = email("nobody");
-        // Ten evaluated guesses per (account, address); then even the right password waits.
+        // Ten wrong passwords per (account, address); then even the right password waits.
         for target in [&address, &unknown] {
             for _ in 0..10 {
                 assert_eq!(
@@ -153,13 +153,151 @@ both_modes!(
                 }
             }
             let accepted = answered.iter().filter(|s| **s == 400).count();
-            // Refused requests are not evaluated guesses: only the 400s and the 200 counted.
-            let already = if target == &address { 11 } else { 10 };
-            assert_eq!(accepted + already, 100, "{target}: {answered:?}");
+            // Refused requests and the correct password did not count: only the wrong ones.
+            assert_eq!(accepted + 10, 100, "{target}: {answered:?}");
             assert!(answered.iter().all(|s| *s == 400 || *s == 429));
         }
     }
 );
+
+both_modes!(
+    only_wrong_passwords_count_as_guesses,
+    |app: &TestApp| async move {
+        let address = email("regular");
+        app.sign_up(&address, PASSWORD).await;
+        // A household behind one router signing in all day is not guessing.
+        for i in 0..25 {
+            assert_eq!(
+                app.guess(&address, PASSWORD, "203.0.113.9").await,
+                200,
+                "#{i}"
+            );
+        }
+        // A correct password clears this client's count: nine typos, the right one, nine more
+        // typos, the right one again.
+        for _ in 0..2 {
+            for _ in 0..9 {
+                assert_eq!(
+                    app.guess(&address, "typo typo typo", "203.0.113.9").await,
+                    400
+                );
+            }
+            assert_eq!(app.guess(&address, PASSWORD, "203.0.113.9").await, 200);
+        }
+        // Input that is no guess at all (no password) does not count either.
+        for _ in 0..12 {
+            let body = json!({ "email": address });
+            let req = app.client(Method::POST, "/api/v1/auth/password/sign-in", None);
+            let res = send(req.header("x-forwarded-for", "203.0.113.9").json(&body)).await;
+            assert_eq!(res.status(), 400);
+        }
+        assert_eq!(app.guess(&address, PASSWORD, "203.0.113.9").await, 200);
+
+        // Both limits are per project settings, `null` switching one off.
+        app.settings(json!({ "rate_limits": {
+            "password_guesses_per_email_and_ip": { "limit": 3, "window_seconds": 60 }
+        } }))
+        .await;
+        for _ in 0..3 {
+            assert_eq!(
+                app.guess(&address, "typo typo typo", "203.0.113.10").await,
+                400
+            );
+        }
+        assert_eq!(app.guess(&address, PASSWORD, "203.0.113.10").await, 429);
+        let current = send(app.as_("admin", Method::GET, "/api/v1/internal/project")).await;
+        let current: Value = current.json().await.unwrap_or_default();
+        assert_eq!(
+            current["rate_limits"]["password_guesses_per_email"],
+            json!({"limit": 100, "window_seconds": 3600}),
+            "{current}"
+        );
+        app.settings(json!({ "rate_limits": { "password_guesses_per_email_and_ip": null } }))
+            .await;
+        for _ in 0..12 {
+            assert_eq!(
+                app.guess(&address, "typo typo typo", "203.0.113.11").await,
+                400
+            );
+        }
+    }
+);
+
+/// Sign-ins through the auth service's gRPC API, from auth's `/metrics`.
+async fn sign_ins_evaluated(app: &TestApp) -> u64 {
+    let metrics = app
+        .metrics_addrs()
+        .into_iter()
+        .find(|(c, _)| *c == "auth")
+        .map(|(_, a)| a)
+        .unwrap_or_else(|| panic!("no auth process"));
+    let text = send(app.http.get(format!("http://{metrics}/metrics")))
+        .await
+        .text()
+        .await
+        .unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with("latchkey_grpc_requests_total{") && l.contains("/SignIn\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Two gateways share the guess counters in Redis: wrong passwords through either add up, a
+/// blocked pair is refused by both before auth hashes anything, and a correct password through
+/// one clears the count the other sees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn password_guesses_are_shared_by_gateways_and_refused_before_hashing() {
+    let mut app = TestApp::spawn(Mode::Distributed).await;
+    let second = app.second_gateway().await;
+    let address = email("shared-guesses");
+    app.sign_up(&address, PASSWORD).await;
+    let through = |base: &str, password: &str, ip: &str| {
+        let req = app
+            .http
+            .post(format!("{base}/api/v1/auth/password/sign-in"))
+            .header("x-service-access-type", "client")
+            .header("x-service-project-id", &app.project.id)
+            .header("x-service-publishable-client-key", &app.project.client_key)
+            .header("x-forwarded-for", ip)
+            .json(&json!({ "email": address, "password": password }));
+        async move { send(req).await.status().as_u16() }
+    };
+    let bases = [app.base.clone(), second.clone()];
+    for i in 0..10 {
+        assert_eq!(
+            through(&bases[i % 2], "wrong password!", "203.0.113.40").await,
+            400
+        );
+    }
+    let evaluated = sign_ins_evaluated(&app).await;
+    assert!(evaluated >= 10, "{evaluated} sign-ins seen by auth");
+    for base in &bases {
+        assert_eq!(through(base, "wrong password!", "203.0.113.40").await, 429);
+        assert_eq!(through(base, PASSWORD, "203.0.113.40").await, 429);
+    }
+    assert_eq!(
+        sign_ins_evaluated(&app).await,
+        evaluated,
+        "a refused sign-in reached auth"
+    );
+    // Another client: nine typos through one gateway, the right password through the other,
+    // then ten more typos through the first are all evaluated.
+    for _ in 0..9 {
+        assert_eq!(
+            through(&bases[0], "wrong password!", "203.0.113.41").await,
+            400
+        );
+    }
+    assert_eq!(through(&bases[1], PASSWORD, "203.0.113.41").await, 200);
+    for _ in 0..10 {
+        assert_eq!(
+            through(&bases[0], "wrong password!", "203.0.113.41").await,
+            400
+        );
+    }
+    assert_eq!(through(&bases[1], PASSWORD, "203.0.113.41").await, 429);
+    app.finish().await;
+}
 
 /// 1,000 concurrent requests on one key with a limit of 100, half through each of two
 /// gateways sharing Redis: exactly 100 are accepted.

@@ -440,7 +440,11 @@ mod tests {
             limits["client_auth_sensitive"],
             json!({"limit": 100, "window_seconds": 60})
         );
-        assert_eq!(limits.len(), 5);
+        assert_eq!(limits.len(), 7);
+        assert_eq!(
+            limits["password_guesses_per_email_and_ip"],
+            json!({"limit": 10, "window_seconds": 900})
+        );
     }
 
     #[test]
