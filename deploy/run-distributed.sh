@@ -26,6 +26,7 @@ done
 export LATCHKEY_INTERNAL_TOKEN=${LATCHKEY_INTERNAL_TOKEN:-$(head -c 32 /dev/urandom | base64 | tr -dc 'a-zA-Z0-9')}
 export LATCHKEY_SECRETS_KEY=${LATCHKEY_SECRETS_KEY:-$(head -c 32 /dev/urandom | base64)}
 export LATCHKEY_AMQP_URL=${LATCHKEY_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}
+export LATCHKEY_PUBLIC_URL=${LATCHKEY_PUBLIC_URL:-http://${LATCHKEY_HTTP_ADDR:-127.0.0.1:8102}}
 export LATCHKEY_AUTH_DATABASE_URL=$pg/${prefix}_auth
 export LATCHKEY_TEAMS_DATABASE_URL=$pg/${prefix}_teams
 export LATCHKEY_CONTACTS_DATABASE_URL=$pg/${prefix}_contacts
@@ -36,7 +37,8 @@ export LATCHKEY_CONTACTS_ADDR=127.0.0.1:50053 LATCHKEY_WEBHOOKS_ADDR=127.0.0.1:5
 "$bin" migrate
 pids=()
 trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
-# Each service also serves Prometheus metrics on its own port (9464–9467).
+# Each service listens on its own default gRPC and metrics ports (50051–50054, 9464–9467), here
+# on loopback only.
 LATCHKEY_GRPC_ADDR=$LATCHKEY_AUTH_ADDR LATCHKEY_METRICS_ADDR=127.0.0.1:9464 "$bin" serve auth & pids+=($!)
 LATCHKEY_GRPC_ADDR=$LATCHKEY_TEAMS_ADDR LATCHKEY_METRICS_ADDR=127.0.0.1:9465 "$bin" serve teams & pids+=($!)
 LATCHKEY_GRPC_ADDR=$LATCHKEY_CONTACTS_ADDR LATCHKEY_METRICS_ADDR=127.0.0.1:9466 "$bin" serve contacts & pids+=($!)

@@ -224,12 +224,14 @@ enum Command {
     /// Run one component (production).
     Serve {
         component: Component,
-        /// gRPC listen address of a service.
-        #[arg(long, env = "LATCHKEY_GRPC_ADDR", default_value = "0.0.0.0:50051")]
-        grpc_addr: String,
-        /// Where a service serves `GET /metrics` (the gateway serves it on its HTTP address).
-        #[arg(long, env = "LATCHKEY_METRICS_ADDR", default_value = "0.0.0.0:9464")]
-        metrics_addr: String,
+        /// gRPC listen address of a service (default: 0.0.0.0 on the component's own port,
+        /// 50051 auth, 50052 teams, 50053 contacts, 50054 webhooks).
+        #[arg(long, env = "LATCHKEY_GRPC_ADDR")]
+        grpc_addr: Option<String>,
+        /// Where a service serves `GET /metrics` (the gateway serves it on its HTTP address);
+        /// default: 0.0.0.0 on 9464 auth, 9465 teams, 9466 contacts, 9467 webhooks.
+        #[arg(long, env = "LATCHKEY_METRICS_ADDR")]
+        metrics_addr: Option<String>,
         /// Where the gateway finds each service.
         #[arg(long, env = "LATCHKEY_AUTH_ADDR", default_value = "127.0.0.1:50051")]
         auth_addr: String,
@@ -277,12 +279,96 @@ enum Component {
     Webhooks,
 }
 
+impl Component {
+    /// Default gRPC and metrics ports: one pair per service, so services can share a host.
+    fn default_ports(self) -> (u16, u16) {
+        match self {
+            Self::Auth | Self::Gateway => (50051, 9464),
+            Self::Teams => (50052, 9465),
+            Self::Contacts => (50053, 9466),
+            Self::Webhooks => (50054, 9467),
+        }
+    }
+
+    /// The settings `serve` refuses to start without, because the component would otherwise
+    /// run but behave wrongly (issuers no gateway accepts, events that reach nobody, revocations
+    /// a gateway never hears of), with what each one is for.
+    fn required(self) -> &'static [(&'static str, &'static str)] {
+        const TOKEN: (&str, &str) = (
+            "LATCHKEY_INTERNAL_TOKEN",
+            "the token components present to each other",
+        );
+        const AMQP: (&str, &str) = (
+            "LATCHKEY_AMQP_URL",
+            "RabbitMQ, which carries change events and revocations between components",
+        );
+        const SECRETS: (&str, &str) = ("LATCHKEY_SECRETS_KEY", "seals stored secrets");
+        const PUBLIC: (&str, &str) = (
+            "LATCHKEY_PUBLIC_URL",
+            "the gateway's public base URL, which token issuers are built from",
+        );
+        const DATABASE: &str = "the service's database";
+        match self {
+            Self::Gateway => &[TOKEN, AMQP, PUBLIC],
+            Self::Auth => &[
+                TOKEN,
+                AMQP,
+                SECRETS,
+                PUBLIC,
+                ("LATCHKEY_AUTH_DATABASE_URL", DATABASE),
+            ],
+            Self::Teams => &[
+                TOKEN,
+                AMQP,
+                SECRETS,
+                ("LATCHKEY_TEAMS_DATABASE_URL", DATABASE),
+            ],
+            Self::Contacts => &[
+                TOKEN,
+                AMQP,
+                SECRETS,
+                ("LATCHKEY_CONTACTS_DATABASE_URL", DATABASE),
+            ],
+            Self::Webhooks => &[
+                TOKEN,
+                AMQP,
+                SECRETS,
+                ("LATCHKEY_WEBHOOKS_DATABASE_URL", DATABASE),
+            ],
+        }
+    }
+}
+
 impl Cli {
     fn mail(&self) -> latchkey_contacts::MailConfig {
         latchkey_contacts::MailConfig {
             smtp_url: self.smtp_url.clone(),
             from: self.email_from.clone(),
         }
+    }
+
+    /// Whether the setting named `var` was given (see `Component::required`).
+    fn has(&self, var: &str) -> bool {
+        let d = &self.databases;
+        match var {
+            "LATCHKEY_INTERNAL_TOKEN" => self.common.internal_token.is_some(),
+            "LATCHKEY_AMQP_URL" => self.common.amqp_url.is_some(),
+            "LATCHKEY_SECRETS_KEY" => self.common.secrets_key.is_some(),
+            "LATCHKEY_PUBLIC_URL" => self.public_url.is_some(),
+            "LATCHKEY_AUTH_DATABASE_URL" => d.auth_database_url.is_some(),
+            "LATCHKEY_TEAMS_DATABASE_URL" => d.teams_database_url.is_some(),
+            "LATCHKEY_CONTACTS_DATABASE_URL" => d.contacts_database_url.is_some(),
+            "LATCHKEY_WEBHOOKS_DATABASE_URL" => d.webhooks_database_url.is_some(),
+            _ => true,
+        }
+    }
+
+    /// Creates the data directory when one of `urls` keeps a SQLite file in it, and only then.
+    fn data_dir_for(&self, urls: &[&str]) -> std::io::Result<()> {
+        if urls.iter().any(|u| u.starts_with("sqlite:")) {
+            std::fs::create_dir_all(&self.data_dir)?;
+        }
+        Ok(())
     }
 
     fn databases(&self) -> Databases {
@@ -324,10 +410,29 @@ async fn main() -> anyhow::Result<()> {
             contacts_addr,
             webhooks_addr,
         }) => {
-            let token =
-                cli.common.internal_token.clone().ok_or_else(|| {
-                    anyhow::anyhow!("LATCHKEY_INTERNAL_TOKEN is required for serve")
-                })?;
+            let missing: Vec<String> = component
+                .required()
+                .iter()
+                .filter(|(var, _)| !cli.has(var))
+                .map(|(var, why)| format!("{var} ({why})"))
+                .collect();
+            if !missing.is_empty() {
+                let name = component
+                    .to_possible_value()
+                    .map(|v| v.get_name().to_owned())
+                    .unwrap_or_default();
+                // One plain line, without a backtrace: this is the operator's mistake, not ours.
+                eprintln!("latchkey serve {name}: missing {}", missing.join("; "));
+                std::process::exit(2);
+            }
+            let token = cli.common.internal_token.clone().unwrap_or_default();
+            let (grpc_port, metrics_port) = component.default_ports();
+            let grpc_addr = grpc_addr
+                .clone()
+                .unwrap_or_else(|| format!("0.0.0.0:{grpc_port}"));
+            let metrics_addr = metrics_addr
+                .clone()
+                .unwrap_or_else(|| format!("0.0.0.0:{metrics_port}"));
             let dbs = cli.databases();
             if matches!(component, Component::Gateway) {
                 let config = GatewayConfig {
@@ -336,10 +441,7 @@ async fn main() -> anyhow::Result<()> {
                     contacts_addr: contacts_addr.clone(),
                     webhooks_addr: webhooks_addr.clone(),
                     internal_token: token,
-                    public_url: cli
-                        .public_url
-                        .clone()
-                        .unwrap_or_else(|| format!("http://{}", cli.http_addr)),
+                    public_url: cli.public_url.clone().unwrap_or_default(),
                     max_body_bytes: cli.max_body_bytes,
                     key_cache_ttl: Duration::from_secs(2),
                     rate_limits: cli.limits.config(true)?,
@@ -372,9 +474,9 @@ async fn main() -> anyhow::Result<()> {
                         .expose_secret(),
                 )?,
             };
-            let listener = tokio::net::TcpListener::bind(grpc_addr).await?;
+            let listener = tokio::net::TcpListener::bind(&grpc_addr).await?;
             tracing::info!(addr = %listener.local_addr()?, "service listening");
-            let metrics = tokio::net::TcpListener::bind(metrics_addr).await?;
+            let metrics = tokio::net::TcpListener::bind(&metrics_addr).await?;
             tracing::info!(addr = %metrics.local_addr()?, "metrics listening");
             // Scrapes continue through the drain; the process exit ends them.
             tokio::spawn(latchkey_shared::metrics::serve(
@@ -389,10 +491,7 @@ async fn main() -> anyhow::Result<()> {
                             database_url: dbs.auth,
                             contacts_addr: contacts_addr.clone(),
                             teams_addr: teams_addr.clone(),
-                            public_url: cli
-                                .public_url
-                                .clone()
-                                .unwrap_or_else(|| format!("http://{}", cli.http_addr)),
+                            public_url: cli.public_url.clone().unwrap_or_default(),
                         },
                         deps,
                         listener,
@@ -437,8 +536,8 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Some(Command::Projects { command }) => {
-            std::fs::create_dir_all(&cli.data_dir)?;
             let url = cli.databases().auth;
+            cli.data_dir_for(&[&url])?;
             match command {
                 ProjectsCommand::Create { display_name } => {
                     let p = latchkey_auth::operator::create_project(
@@ -461,8 +560,8 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Migrate) => {
-            std::fs::create_dir_all(&cli.data_dir)?;
             let dbs = cli.databases();
+            cli.data_dir_for(&[&dbs.auth, &dbs.teams, &dbs.contacts, &dbs.webhooks])?;
             latchkey_auth::operator::migrate(&dbs.auth).await?;
             latchkey_teams::migrate(&dbs.teams).await?;
             latchkey_contacts::migrate(&dbs.contacts).await?;

@@ -1,6 +1,9 @@
 //! The deployment files against the code: every setting the binaries read is documented in the
 //! README and set by the Kubernetes manifests (or documented as optional there), and the
-//! manifests set nothing the binaries ignore.
+//! manifests set nothing the binaries ignore. The README's "Used by" column says which component
+//! reads which setting and which ones it requires; the manifests and the compose file give each
+//! component what it requires and give no component a setting of its own that it does not read.
+//! (That the column is enough to run each component is `startup`'s test.)
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -70,9 +73,8 @@ fn read_by_binaries() -> BTreeSet<String> {
     read
 }
 
-/// The README's configuration table: each variable and whether its row calls it optional in
-/// Kubernetes.
-fn documented() -> Vec<(String, bool)> {
+/// The README's configuration table rows, as cells.
+fn table_rows() -> Vec<Vec<String>> {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap_or_default();
     let table = readme
         .split("## Configuration")
@@ -80,15 +82,171 @@ fn documented() -> Vec<(String, bool)> {
         .unwrap_or_default()
         .split("\n## ")
         .next()
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .to_owned();
     table
         .lines()
-        .filter_map(|line| {
-            let first = line.split('|').nth(1)?.trim();
-            let name = first.strip_prefix('`')?.strip_suffix('`')?;
-            Some((name.to_owned(), line.contains("optional in Kubernetes")))
+        .filter(|l| l.starts_with("| `"))
+        // `\|` inside a cell is a literal bar.
+        .map(|l| {
+            l.replace("\\|", "/")
+                .split('|')
+                .map(|c| c.trim().to_owned())
+                .collect()
         })
         .collect()
+}
+
+/// The README's configuration table: each variable and whether its row calls it optional in
+/// Kubernetes.
+fn documented() -> Vec<(String, bool)> {
+    table_rows()
+        .iter()
+        .filter_map(|cells| {
+            let name = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            let optional = cells.iter().any(|c| c.contains("optional in Kubernetes"));
+            Some((name.to_owned(), optional))
+        })
+        .collect()
+}
+
+/// The components `latchkey serve` runs.
+pub const SERVED: [&str; 5] = ["gateway", "auth", "teams", "contacts", "webhooks"];
+
+/// Who reads a setting, from the README's "Used by" column.
+#[derive(Debug, Default, Clone)]
+pub struct UsedBy {
+    /// Served components reading it, each with whether it refuses to start without it.
+    pub components: Vec<(&'static str, bool)>,
+    pub embedded: bool,
+    pub cli: bool,
+}
+
+impl UsedBy {
+    pub fn reads(&self, component: &str) -> bool {
+        self.components.iter().any(|(c, _)| *c == component)
+    }
+
+    pub fn requires(&self, component: &str) -> bool {
+        self.components.iter().any(|(c, r)| *c == component && *r)
+    }
+}
+
+/// Every documented setting with its "Used by" cell read; an unknown word there fails.
+pub fn used_by() -> Vec<(String, UsedBy)> {
+    table_rows()
+        .iter()
+        .filter_map(|cells| {
+            let name = cells.get(1)?.trim_matches('`').to_owned();
+            let mut who = UsedBy::default();
+            for word in cells.get(3)?.split(',').map(str::trim) {
+                let required = word.ends_with("(required)");
+                let word = word.trim_end_matches("(required)").trim();
+                let expanded: &[&'static str] = match word {
+                    "embedded" => {
+                        who.embedded = true;
+                        &[]
+                    }
+                    "CLI" => {
+                        who.cli = true;
+                        &[]
+                    }
+                    "all" => &SERVED,
+                    "services" => &SERVED[1..],
+                    other => match SERVED.iter().position(|c| *c == other) {
+                        Some(i) => &SERVED[i..=i],
+                        None => panic!("{name}: unknown word in the Used by column: {other:?}"),
+                    },
+                };
+                who.components
+                    .extend(expanded.iter().map(|c| (*c, required)));
+            }
+            Some((name, who))
+        })
+        .collect()
+}
+
+/// The names a Kubernetes Deployment gives its container: the shared ConfigMap (when the pod
+/// takes it) and the pod's own `env` entries.
+fn k8s_delivers(component: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let base = repo().join("k8s/base");
+    let pod = std::fs::read_to_string(base.join(format!("{component}.yaml"))).unwrap_or_default();
+    let own = names(&pod);
+    let mut all = own.clone();
+    if pod.contains("name: latchkey-config") {
+        all.extend(names(
+            &std::fs::read_to_string(base.join("config.yaml")).unwrap_or_default(),
+        ));
+    }
+    (all, own)
+}
+
+/// The names the compose file gives a component's service: its merged anchors and its own.
+fn compose_delivers(component: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let text = std::fs::read_to_string(repo().join("deploy/compose.yaml")).unwrap_or_default();
+    let block = |start: &str| -> String {
+        let Some(i) = text.find(start) else {
+            return String::new();
+        };
+        let rest = &text[i + start.len()..];
+        // A block ends at the next line indented no deeper than its own first line.
+        let depth = start.len() - start.trim_start().len();
+        rest.lines()
+            .take_while(|l| {
+                l.trim().is_empty() || l.len() - l.trim_start().len() > depth || l.starts_with('#')
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let service = block(&format!("\n  {component}:\n"));
+    let own: BTreeSet<String> = service
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .flat_map(names)
+        .collect();
+    let mut all = own.clone();
+    if service.contains("*settings") {
+        all.extend(names(&block("\nx-settings: &settings\n")));
+    }
+    if service.contains("*dev-secrets") {
+        all.extend(names(&block("\nx-dev-secrets: &dev-secrets\n")));
+    }
+    (all, own)
+}
+
+#[test]
+fn each_component_is_deployed_with_what_it_reads_and_requires() {
+    let table = used_by();
+    assert!(table.len() > 20, "{table:?}");
+    for component in SERVED {
+        let required: BTreeSet<String> = table
+            .iter()
+            .filter(|(_, u)| u.requires(component))
+            .map(|(n, _)| n.clone())
+            .collect();
+        assert!(
+            required.contains("LATCHKEY_INTERNAL_TOKEN"),
+            "{component}: {required:?}"
+        );
+        for (file, (all, own)) in [
+            ("k8s/base", k8s_delivers(component)),
+            ("deploy/compose.yaml", compose_delivers(component)),
+        ] {
+            let missing: Vec<_> = required.difference(&all).collect();
+            assert!(
+                missing.is_empty(),
+                "{file} does not give {component} what it requires: {missing:?}"
+            );
+            let unread: Vec<_> = own
+                .iter()
+                .filter(|n| !table.iter().any(|(t, u)| t == *n && u.reads(component)))
+                .collect();
+            assert!(
+                unread.is_empty(),
+                "{file} gives {component} settings it does not read: {unread:?}"
+            );
+        }
+    }
 }
 
 #[test]

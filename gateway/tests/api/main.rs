@@ -27,6 +27,7 @@ mod projects;
 mod receiver;
 mod rolling;
 mod sign_in_codes;
+mod startup;
 mod teams;
 mod users;
 mod webhooks;

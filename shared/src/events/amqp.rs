@@ -36,10 +36,17 @@ impl AmqpBus {
 
     /// Opens a connection now, so a wrong URL fails at start-up rather than at first publish.
     pub async fn check(&self) -> Result<(), BusError> {
-        let (conn, _) = open(&self.url).await?;
-        let _ = conn.close(200, "check").await;
+        let (conn, channel) = open(&self.url).await?;
+        close(conn, channel, "check").await;
         Ok(())
     }
+}
+
+/// Closes a short-lived connection: its channel first, since a channel dropped while the
+/// connection closes makes lapin log a spurious "invalid channel state" error.
+async fn close(conn: Connection, channel: Channel, why: &str) {
+    let _ = channel.close(200, why).await;
+    let _ = conn.close(200, why).await;
 }
 
 fn unavailable(e: impl std::fmt::Display) -> BusError {
@@ -271,7 +278,7 @@ impl Subscriber for AmqpBus {
         declare_queue(&channel, queue, &bindings)
             .await
             .map_err(unavailable)?;
-        let _ = conn.close(200, "declared").await;
+        close(conn, channel, "declared").await;
 
         Ok(self.consume(Some(queue.to_owned()), bindings))
     }
@@ -280,8 +287,8 @@ impl Subscriber for AmqpBus {
         &self,
         bindings: &[&str],
     ) -> Result<mpsc::Receiver<Delivery>, BusError> {
-        let (conn, _) = open(&self.url).await?;
-        let _ = conn.close(200, "checked").await;
+        let (conn, channel) = open(&self.url).await?;
+        close(conn, channel, "checked").await;
         let bindings = bindings.iter().map(|b| (*b).to_owned()).collect();
         Ok(self.consume(None, bindings))
     }
