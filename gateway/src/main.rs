@@ -13,7 +13,6 @@ use latchkey_shared::config::Common;
 use latchkey_shared::grpc::Deps;
 use latchkey_shared::sealed::SecretsKey;
 use latchkey_webhooks::UrlPolicy;
-use secrecy::ExposeSecret;
 use serde_json::json;
 
 #[derive(Parser)]
@@ -257,6 +256,18 @@ enum Command {
     },
     /// Apply every service's migrations and exit.
     Migrate,
+    /// Stored secrets sealed under `LATCHKEY_SECRETS_KEY`.
+    Secrets {
+        #[command(subcommand)]
+        command: SecretsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SecretsCommand {
+    /// Seal every stored secret again under `LATCHKEY_SECRETS_KEY`, opening what the previous
+    /// key sealed with `LATCHKEY_SECRETS_KEY_PREVIOUS`; prints how many values were rewritten.
+    Rotate,
 }
 
 #[derive(Subcommand)]
@@ -464,15 +475,10 @@ async fn main() -> anyhow::Result<()> {
                 auth_addr: auth_addr.clone(),
                 shutdown_delay: Duration::from_secs(cli.shutdown_delay_seconds),
                 max_connection_age: Duration::from_secs(cli.grpc_max_connection_age_seconds),
-                secrets: SecretsKey::from_base64(
-                    cli.common
-                        .secrets_key
-                        .as_ref()
-                        .ok_or_else(|| {
-                            anyhow::anyhow!("LATCHKEY_SECRETS_KEY is required for serve")
-                        })?
-                        .expose_secret(),
-                )?,
+                secrets: cli
+                    .common
+                    .secrets()?
+                    .ok_or_else(|| anyhow::anyhow!("LATCHKEY_SECRETS_KEY is required for serve"))?,
             };
             let listener = tokio::net::TcpListener::bind(&grpc_addr).await?;
             tracing::info!(addr = %listener.local_addr()?, "service listening");
@@ -540,9 +546,19 @@ async fn main() -> anyhow::Result<()> {
             cli.data_dir_for(&[&url])?;
             match command {
                 ProjectsCommand::Create { display_name } => {
+                    // The new signing keys are sealed: with the configured key, or for a SQLite
+                    // database the one embedded mode keeps beside it.
+                    let secrets = match cli.common.secrets()? {
+                        Some(key) => key,
+                        None if url.starts_with("sqlite:") => embedded_secrets_key(&cli.data_dir)?,
+                        None => anyhow::bail!(
+                            "LATCHKEY_SECRETS_KEY is required to create a project in PostgreSQL"
+                        ),
+                    };
                     let p = latchkey_auth::operator::create_project(
                         &url,
                         latchkey_shared::clock::system(),
+                        &secrets,
                         display_name,
                     )
                     .await?;
@@ -557,6 +573,23 @@ async fn main() -> anyhow::Result<()> {
                     }
                 }
             }
+            Ok(())
+        }
+        Some(Command::Secrets {
+            command: SecretsCommand::Rotate,
+        }) => {
+            let secrets = cli
+                .common
+                .secrets()?
+                .ok_or_else(|| anyhow::anyhow!("LATCHKEY_SECRETS_KEY is required to rotate"))?;
+            let dbs = cli.databases();
+            cli.data_dir_for(&[&dbs.auth, &dbs.webhooks])?;
+            let auth = latchkey_auth::operator::reseal(&dbs.auth, &secrets).await?;
+            let webhooks = latchkey_webhooks::reseal(&dbs.webhooks, &secrets).await?;
+            println!(
+                "{}",
+                json!({"resealed": {"auth": auth, "webhooks": webhooks}})
+            );
             Ok(())
         }
         Some(Command::Migrate) => {
@@ -584,8 +617,8 @@ fn credentials_json(p: &latchkey_proto::auth::v1::CreatedProject) -> serde_json:
 /// Embedded mode: everything in this process on SQLite; a default project on first start.
 async fn embedded(cli: &Cli) -> anyhow::Result<()> {
     std::fs::create_dir_all(&cli.data_dir)?;
-    let secrets = match &cli.common.secrets_key {
-        Some(key) => SecretsKey::from_base64(key.expose_secret())?,
+    let secrets = match cli.common.secrets()? {
+        Some(key) => key,
         None => embedded_secrets_key(&cli.data_dir)?,
     };
     let running = system::start(SystemConfig {

@@ -20,4 +20,27 @@ pub struct Common {
     /// keeps one in its data directory.
     #[arg(long, env = "LATCHKEY_SECRETS_KEY", hide_env_values = true)]
     pub secrets_key: Option<SecretString>,
+
+    /// The secrets key before a rotation: values it sealed still open until
+    /// `latchkey secrets rotate` has sealed them again under `LATCHKEY_SECRETS_KEY`.
+    #[arg(long, env = "LATCHKEY_SECRETS_KEY_PREVIOUS", hide_env_values = true)]
+    pub secrets_key_previous: Option<SecretString>,
+}
+
+impl Common {
+    /// The configured secrets key with its predecessor, when one is set.
+    pub fn secrets(&self) -> anyhow::Result<Option<crate::sealed::SecretsKey>> {
+        use secrecy::ExposeSecret;
+        let Some(key) = &self.secrets_key else {
+            return Ok(None);
+        };
+        let key = crate::sealed::SecretsKey::from_base64(key.expose_secret())
+            .map_err(|e| anyhow::anyhow!("LATCHKEY_SECRETS_KEY: {e}"))?;
+        Ok(Some(match &self.secrets_key_previous {
+            Some(previous) => key
+                .with_previous(previous.expose_secret())
+                .map_err(|e| anyhow::anyhow!("LATCHKEY_SECRETS_KEY_PREVIOUS: {e}"))?,
+            None => key,
+        }))
+    }
 }

@@ -195,3 +195,34 @@ macro_rules! with_pool {
         }
     };
 }
+
+/// Seals every value of a sealed text column again under the current key (after a key
+/// rotation, values sealed under the previous key open and are sealed anew; values from
+/// before sealing get sealed). A sealed value carries a random nonce, so the value itself
+/// names its row. Returns how many values were rewritten.
+pub async fn reseal_column(
+    db: &Database,
+    table: &str,
+    column: &str,
+    purpose: &str,
+    key: &crate::sealed::SecretsKey,
+) -> anyhow::Result<u64> {
+    let select = format!("SELECT DISTINCT {column} FROM {table} WHERE {column} IS NOT NULL");
+    let update = format!("UPDATE {table} SET {column} = $1 WHERE {column} = $2");
+    let values: Vec<String> =
+        with_pool!(db, pool => sqlx::query_scalar(&select).fetch_all(pool).await?);
+    let mut rewritten = 0;
+    for stored in values {
+        let plain = key
+            .open(purpose, &stored)
+            .map_err(|e| anyhow::anyhow!("{table}.{column}: {e}"))?;
+        let sealed = key.seal(purpose, &plain);
+        rewritten += with_pool!(db, pool => sqlx::query(&update)
+            .bind(&sealed)
+            .bind(&stored)
+            .execute(pool)
+            .await?
+            .rows_affected());
+    }
+    Ok(rewritten)
+}

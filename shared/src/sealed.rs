@@ -22,10 +22,17 @@ pub enum SealError {
     Unopenable,
 }
 
-/// The key sealing stored secrets. Cloning shares it.
+/// Whether a stored value is sealed (rather than a value from before sealing).
+pub fn is_sealed(stored: &str) -> bool {
+    stored.starts_with(PREFIX)
+}
+
+/// The key sealing stored secrets, and while a rotation is under way the one before it, which
+/// still opens what it sealed. Cloning shares them.
 #[derive(Clone)]
 pub struct SecretsKey {
     key: Arc<LessSafeKey>,
+    previous: Option<Arc<LessSafeKey>>,
 }
 
 impl std::fmt::Debug for SecretsKey {
@@ -43,6 +50,17 @@ impl SecretsKey {
         let unbound = UnboundKey::new(&AES_256_GCM, &raw).map_err(|_| SealError::BadKey)?;
         Ok(Self {
             key: Arc::new(LessSafeKey::new(unbound)),
+            previous: None,
+        })
+    }
+
+    /// This key, also opening what `previous` (the key before a rotation, configured form)
+    /// sealed; new values are sealed with this key only.
+    pub fn with_previous(self, previous: &str) -> Result<Self, SealError> {
+        let before = Self::from_base64(previous)?;
+        Ok(Self {
+            previous: Some(before.key),
+            ..self
         })
     }
 
@@ -92,13 +110,16 @@ impl SecretsKey {
         if raw.len() < NONCE_LEN {
             return Err(SealError::Unopenable);
         }
-        let mut data = raw.split_off(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(&raw).map_err(|_| SealError::Unopenable)?;
-        let plain = self
-            .key
-            .open_in_place(nonce, Aad::from(purpose.as_bytes()), &mut data)
-            .map_err(|_| SealError::Unopenable)?;
-        String::from_utf8(plain.to_vec()).map_err(|_| SealError::Unopenable)
+        let sealed = raw.split_off(NONCE_LEN);
+        for key in std::iter::once(&self.key).chain(&self.previous) {
+            let nonce =
+                Nonce::try_assume_unique_for_key(&raw).map_err(|_| SealError::Unopenable)?;
+            let mut data = sealed.clone();
+            if let Ok(plain) = key.open_in_place(nonce, Aad::from(purpose.as_bytes()), &mut data) {
+                return String::from_utf8(plain.to_vec()).map_err(|_| SealError::Unopenable);
+            }
+        }
+        Err(SealError::Unopenable)
     }
 }
 
@@ -128,6 +149,29 @@ mod tests {
         tampered.push(if sealed.ends_with('A') { 'B' } else { 'A' });
         assert!(k.open("totp", &tampered).is_err());
         assert!(k.open("totp", "sealed:v1:").is_err());
+    }
+
+    #[test]
+    fn a_rotated_key_still_opens_what_the_previous_one_sealed() {
+        let old = SecretsKey::generate_base64();
+        let new = SecretsKey::generate_base64();
+        let before = SecretsKey::from_base64(&old).unwrap_or_else(|e| panic!("{e}"));
+        let sealed = before.seal("totp", "JBSWY3DPEHPK3PXP");
+        let rotating = SecretsKey::from_base64(&new)
+            .and_then(|k| k.with_previous(&old))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            rotating.open("totp", &sealed).ok().as_deref(),
+            Some("JBSWY3DPEHPK3PXP")
+        );
+        let resealed = rotating.seal("totp", "JBSWY3DPEHPK3PXP");
+        let after = SecretsKey::from_base64(&new).unwrap_or_else(|e| panic!("{e}"));
+        assert!(after.open("totp", &sealed).is_err(), "the old key is gone");
+        assert_eq!(
+            after.open("totp", &resealed).ok().as_deref(),
+            Some("JBSWY3DPEHPK3PXP")
+        );
+        assert!(is_sealed(&resealed) && !is_sealed("whsec_abc"));
     }
 
     #[test]

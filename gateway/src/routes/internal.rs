@@ -73,6 +73,27 @@ fn key_set_json(key: &pb::ApiKey) -> Value {
     })
 }
 
+#[utoipa::path(post, path = "/api/v1/internal/signing-keys/rotate", tag = "admin",
+    responses((status = 200, description = "A new ES256 key per audience now signs new access tokens; the replaced keys stay in the JWKS until every token they signed has expired (access-token lifetime plus a minute). Answers the published keys, newest first: {items: [{kid, audience, created_at_millis}]}")))]
+pub async fn rotate_signing_keys(
+    State(app): State<AppState>,
+    AdminAccess(access): AdminAccess,
+    _: Query<NoQuery>,
+) -> ApiResult<Json<Value>> {
+    let keys = app
+        .auth
+        .clone()
+        .rotate_signing_keys(access.request(Empty {}))
+        .await?
+        .into_inner()
+        .keys;
+    let items: Vec<Value> = keys
+        .iter()
+        .map(|k| json!({ "kid": k.kid, "audience": k.audience, "created_at_millis": k.created_at_millis }))
+        .collect();
+    Ok(Json(json!({ "items": items })))
+}
+
 #[utoipa::path(get, path = "/api/v1/internal/api-keys", tag = "admin",
     responses((status = 200, description = "Key sets of the project (last four characters only)")))]
 pub async fn list_api_keys(

@@ -50,6 +50,10 @@ pub fn api(state: AppState) -> Router<AppState> {
             patch(internal::update_api_key),
         )
         .route("/api/v1/internal/emails", get(internal::list_emails))
+        .route(
+            "/api/v1/internal/signing-keys/rotate",
+            post(internal::rotate_signing_keys),
+        )
         .merge(webhook_routes())
         .merge(auth_routes())
         .merge(user_routes())

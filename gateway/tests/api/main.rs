@@ -26,6 +26,7 @@ mod processes;
 mod projects;
 mod receiver;
 mod rolling;
+mod sealing;
 mod sign_in_codes;
 mod startup;
 mod teams;

@@ -40,11 +40,22 @@ pub struct Config {
     pub public_url: String,
 }
 
-fn store_for(db: &Database) -> Arc<dyn ProjectStore> {
+fn plain_store_for(db: &Database) -> Arc<dyn ProjectStore> {
     match db {
         Database::Postgres(pool) => Arc::new(PostgresStore::new(pool.clone())),
         Database::Sqlite(pool) => Arc::new(SqliteStore::new(pool.clone())),
     }
+}
+
+/// The project store over `db`, sealing the project secrets it keeps (see `store::sealed`).
+fn store_for(
+    db: &Database,
+    secrets: &latchkey_shared::sealed::SecretsKey,
+) -> Arc<dyn ProjectStore> {
+    Arc::new(store::sealed::SealedProjects::new(
+        plain_store_for(db),
+        secrets.clone(),
+    ))
 }
 
 /// Migrates the database, then serves gRPC on `listener` and relays the outbox until
@@ -64,7 +75,7 @@ pub async fn serve(
             Database::Sqlite(_) => store::cached::Freshness::OnlyWriter,
         };
         let store: Arc<dyn ProjectStore> = Arc::new(store::cached::CachedProjects::new(
-            store_for(&db),
+            store_for(&db, &deps.secrets),
             freshness,
         ));
         let keys: Arc<dyn latchkey_shared::grpc::ServerKeys> = Arc::new(
@@ -88,7 +99,7 @@ pub async fn serve(
             clock: clock.clone(),
             secrets: deps.secrets.clone(),
             public_url: cfg.public_url.trim_end_matches('/').to_owned(),
-            oauth: store::oauth::OAuthAccounts::new(db.clone()),
+            oauth: store::oauth::OAuthAccounts::new(db.clone(), deps.secrets.clone()),
             http: oauth_http()?,
             discovery: Default::default(),
         });
@@ -189,19 +200,71 @@ pub mod operator {
     pub async fn create_project(
         database_url: &str,
         clock: SharedClock,
+        secrets: &latchkey_shared::sealed::SecretsKey,
         display_name: &str,
     ) -> anyhow::Result<CreatedProject> {
         let db = Database::connect_and_migrate(database_url, MIGRATIONS).await?;
-        let created = domain::projects::create(&*store_for(&db), &*clock, display_name)
+        let created = domain::projects::create(&*store_for(&db, secrets), &*clock, display_name)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         db.close().await;
         Ok(grpc::created_project_to_pb(created))
     }
 
+    /// Seals every stored secret of auth again under the current secrets key (after a
+    /// rotation): TOTP seeds, provider tokens, the secrets in project settings and the signing
+    /// keys. Returns how many values were rewritten.
+    pub async fn reseal(
+        database_url: &str,
+        secrets: &latchkey_shared::sealed::SecretsKey,
+    ) -> anyhow::Result<u64> {
+        use latchkey_shared::db::reseal_column;
+        let db = Database::connect_and_migrate(database_url, MIGRATIONS).await?;
+        let mut rewritten = 0;
+        for (table, column, purpose) in [
+            ("users", "totp_secret", domain::mfa::TOTP_SEALED_AS),
+            ("oauth_accounts", "access_token", store::oauth::ACCESS_TOKEN),
+            (
+                "oauth_accounts",
+                "refresh_token",
+                store::oauth::REFRESH_TOKEN,
+            ),
+        ] {
+            rewritten += reseal_column(&db, table, column, purpose, secrets).await?;
+        }
+        let plain = plain_store_for(&db);
+        let sealed = store::sealed::SealedProjects::new(plain.clone(), secrets.clone());
+        for raw in plain.projects().await? {
+            let opened = sealed
+                .project(raw.id)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("project {} vanished", raw.id))?;
+            // A document without secrets reads back unchanged and needs no new version.
+            if opened.settings != raw.settings {
+                let saved = sealed
+                    .save_settings(
+                        raw.id,
+                        raw.settings_version,
+                        &raw.display_name,
+                        &opened.settings,
+                    )
+                    .await?;
+                anyhow::ensure!(saved, "project {} changed meanwhile; run again", raw.id);
+                rewritten += 1;
+            }
+            for key in sealed.signing_keys(raw.id).await? {
+                sealed.replace_signing_key(&key).await?;
+                rewritten += 1;
+            }
+        }
+        db.close().await;
+        Ok(rewritten)
+    }
+
     pub async fn list_projects(database_url: &str) -> anyhow::Result<Vec<ProjectSummary>> {
         let db = Database::connect_and_migrate(database_url, MIGRATIONS).await?;
-        let projects = store_for(&db).projects().await?;
+        // Names only: nothing sealed is read, so no secrets key is needed.
+        let projects = plain_store_for(&db).projects().await?;
         db.close().await;
         Ok(projects
             .into_iter()

@@ -52,6 +52,23 @@ pub async fn migrate(database_url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Seals every endpoint signing secret again under the current secrets key (after a rotation);
+/// returns how many values were rewritten.
+pub async fn reseal(
+    database_url: &str,
+    secrets: &latchkey_shared::sealed::SecretsKey,
+) -> anyhow::Result<u64> {
+    let db = Database::connect_and_migrate(database_url, MIGRATIONS).await?;
+    let mut rewritten = 0;
+    for column in ["secret", "previous_secret"] {
+        rewritten +=
+            latchkey_shared::db::reseal_column(&db, "endpoints", column, store::SEALED_AS, secrets)
+                .await?;
+    }
+    db.close().await;
+    Ok(rewritten)
+}
+
 /// Migrates the database, then serves gRPC, consumes events and delivers them until `shutdown`.
 pub async fn serve(
     cfg: Config,

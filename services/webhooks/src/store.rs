@@ -75,7 +75,7 @@ pub const SUCCEEDED: &str = "succeeded";
 pub const FAILED: &str = "failed";
 
 /// Purpose the endpoint secrets are sealed under.
-const SEALED_AS: &str = "webhook-endpoint-secret";
+pub(crate) const SEALED_AS: &str = "webhook-endpoint-secret";
 
 #[derive(Debug, Clone)]
 pub struct Store {

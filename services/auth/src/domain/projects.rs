@@ -54,6 +54,35 @@ pub async fn create(
     Ok(Created { project, keys })
 }
 
+/// Adds a new signing key per audience to project `id`; new tokens are signed with them (the
+/// newest key signs). Returns the keys published now.
+pub async fn rotate_signing_keys(
+    store: &dyn ProjectStore,
+    clock: &dyn Clock,
+    id: Uuid,
+) -> Result<Vec<crate::store::SigningKey>> {
+    get(store, id).await?;
+    let now = clock.now_millis();
+    for audience in [AUDIENCE_NORMAL, AUDIENCE_RESTRICTED] {
+        store
+            .insert_signing_key(&signing::generate(id, audience, now)?)
+            .await?;
+    }
+    published_keys(store, clock, id).await
+}
+
+/// The keys a project's JWKS lists now (see `signing::published`).
+pub async fn published_keys(
+    store: &dyn ProjectStore,
+    clock: &dyn Clock,
+    id: Uuid,
+) -> Result<Vec<crate::store::SigningKey>> {
+    Ok(signing::published(
+        store.signing_keys(id).await?,
+        clock.now_millis(),
+    ))
+}
+
 pub async fn get(store: &dyn ProjectStore, id: Uuid) -> Result<(Project, Settings)> {
     let project = store.project(id).await?.ok_or(Error::ProjectNotFound(id))?;
     let settings = Settings::from_json(&project.settings)?;

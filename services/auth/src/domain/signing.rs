@@ -42,9 +42,63 @@ pub fn generate(project_id: Uuid, audience: &str, now: i64) -> Result<SigningKey
     })
 }
 
+/// How long a replaced key stays published: every token it signed expires within the access
+/// token lifetime of its replacement's creation; a minute more covers clock skew.
+pub const RETIRED_AFTER_MILLIS: i64 = (super::tokens::ACCESS_TOKEN_SECONDS + 60) * 1000;
+
+/// The keys to publish at `now`, from all of a project's keys newest first: per audience the
+/// newest, and each older one until `RETIRED_AFTER_MILLIS` after the key that replaced it.
+pub fn published(keys: Vec<SigningKey>, now: i64) -> Vec<SigningKey> {
+    let mut replaced_at: std::collections::HashMap<String, i64> = Default::default();
+    keys.into_iter()
+        .filter(|k| {
+            let keep = replaced_at
+                .get(&k.audience)
+                .is_none_or(|at| now - at < RETIRED_AFTER_MILLIS);
+            replaced_at.insert(k.audience.clone(), k.created_at_millis);
+            keep
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replaced_keys_stay_published_for_a_token_lifetime() {
+        let key = |audience: &str, at: i64| {
+            generate(Uuid::nil(), audience, at).unwrap_or_else(|e| panic!("{e}"))
+        };
+        // Newest first: normal keys made at 3,000,000 and 1,000,000 and 0; one restricted.
+        let keys = vec![
+            key(AUDIENCE_NORMAL, 3_000_000),
+            key(AUDIENCE_NORMAL, 1_000_000),
+            key(AUDIENCE_RESTRICTED, 500),
+            key(AUDIENCE_NORMAL, 0),
+        ];
+        let kids = |now| -> Vec<String> {
+            published(keys.clone(), now)
+                .into_iter()
+                .map(|k| k.kid)
+                .collect()
+        };
+        // The key made at 0 was replaced at 1,000,000 and is retired 660 s later.
+        assert_eq!(kids(1_000_000 + RETIRED_AFTER_MILLIS - 1).len(), 4);
+        assert_eq!(
+            kids(1_000_000 + RETIRED_AFTER_MILLIS),
+            vec![
+                keys[0].kid.clone(),
+                keys[1].kid.clone(),
+                keys[2].kid.clone()
+            ]
+        );
+        // Long after the last rotation only the newest per audience is left.
+        assert_eq!(
+            kids(10_000_000),
+            vec![keys[0].kid.clone(), keys[2].kid.clone()]
+        );
+    }
 
     #[test]
     fn keys_have_spec_shape() {

@@ -122,19 +122,25 @@ impl pb::projects_server::Projects for Projects {
         let project =
             Uuid::parse_str(&req.project_id).map_err(|_| Error::ProjectNotFound(Uuid::nil()))?;
         projects::get(&*self.store, project).await?;
-        let keys = self
-            .store
-            .signing_keys(project)
-            .await
-            .map_err(Error::from)?
+        let keys = projects::published_keys(&*self.store, &*self.clock, project)
+            .await?
             .into_iter()
             .filter(|k| req.include_restricted || k.audience == signing::AUDIENCE_NORMAL)
-            .map(|k| pb::Jwk {
-                kid: k.kid,
-                x: k.public_x,
-                y: k.public_y,
-                audience: k.audience,
-            })
+            .map(jwk)
+            .collect();
+        Ok(Response::new(pb::Jwks { keys }))
+    }
+
+    #[tracing::instrument(name = "auth.rotate_signing_keys", skip_all)]
+    async fn rotate_signing_keys(
+        &self,
+        request: Request<pb::Empty>,
+    ) -> Result<Response<pb::Jwks>, Status> {
+        let project = admin_project(&request)?;
+        let keys = projects::rotate_signing_keys(&*self.store, &*self.clock, project)
+            .await?
+            .into_iter()
+            .map(jwk)
             .collect();
         Ok(Response::new(pb::Jwks { keys }))
     }
@@ -317,6 +323,16 @@ pub fn created_project_to_pb(created: projects::Created) -> pb::CreatedProject {
 }
 
 /// The admin view of the settings with the version they were read at.
+fn jwk(k: crate::store::SigningKey) -> pb::Jwk {
+    pb::Jwk {
+        kid: k.kid,
+        x: k.public_x,
+        y: k.public_y,
+        audience: k.audience,
+        created_at_millis: k.created_at_millis,
+    }
+}
+
 fn settings_pb(project: &Project, settings: &Settings) -> pb::Settings {
     pb::Settings {
         json: settings

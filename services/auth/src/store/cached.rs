@@ -141,4 +141,12 @@ impl ProjectStore for CachedProjects {
     async fn signing_keys(&self, project_id: Uuid) -> Result<Vec<SigningKey>, StoreError> {
         self.inner.signing_keys(project_id).await
     }
+
+    async fn insert_signing_key(&self, key: &SigningKey) -> Result<(), StoreError> {
+        self.inner.insert_signing_key(key).await
+    }
+
+    async fn replace_signing_key(&self, key: &SigningKey) -> Result<(), StoreError> {
+        self.inner.replace_signing_key(key).await
+    }
 }

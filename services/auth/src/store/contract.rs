@@ -105,6 +105,26 @@ async fn behaves(store: &dyn ProjectStore) {
         .flatten()
         .is_none());
     assert_eq!(store.key_sets(id).await.map(|s| s.len()).ok(), Some(1));
+
+    // A further signing key comes first; a key's private half can be rewritten.
+    let newer =
+        crate::domain::signing::generate(id, "normal", 5_000).unwrap_or_else(|e| panic!("{e}"));
+    assert!(store.insert_signing_key(&newer).await.is_ok());
+    let listed = store.signing_keys(id).await.unwrap_or_default();
+    assert_eq!(listed.len(), 3);
+    assert_eq!(listed[0], newer);
+    let mut replaced = newer.clone();
+    replaced.private_key = signing[0].private_key.clone();
+    assert!(store.replace_signing_key(&replaced).await.is_ok());
+    assert_eq!(
+        store.signing_keys(id).await.ok().map(|k| k[0].clone()),
+        Some(replaced.clone())
+    );
+    replaced.kid = "none".into();
+    assert!(matches!(
+        store.replace_signing_key(&replaced).await,
+        Err(StoreError::NotFound)
+    ));
 }
 
 #[tokio::test]
@@ -116,6 +136,75 @@ async fn sqlite_store_behaves() {
         panic!("sqlite did not open")
     };
     behaves(&SqliteStore::new(pool)).await;
+}
+
+/// The sealing store hands out the same values as the plain one, and stores none of the
+/// project's secrets in the clear underneath.
+#[tokio::test]
+async fn sealed_store_behaves_and_seals() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("sqlite://{}/auth.db", dir.path().display());
+    let db = Database::connect_and_migrate(&url, crate::MIGRATIONS).await;
+    let Ok(Database::Sqlite(pool)) = db else {
+        panic!("sqlite did not open")
+    };
+    let plain: std::sync::Arc<dyn ProjectStore> = std::sync::Arc::new(SqliteStore::new(pool));
+    let key = latchkey_shared::sealed::SecretsKey::generate();
+    let sealed = sealed::SealedProjects::new(plain.clone(), key);
+    behaves(&sealed).await;
+
+    let clock = ManualClock::new(1_000);
+    let created = projects::create(&sealed, &clock, "Sealed")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let id = created.project.id;
+    let settings = r#"{"oauth_providers":[{"id":"corp","client_secret":"s3cret-client"}],
+        "email":{"smtp_url":"smtps://mailer:m41l-pass@smtp.example.com:465","from":"a@b.c"}}"#;
+    assert_eq!(
+        sealed.save_settings(id, 1, "Sealed", settings).await.ok(),
+        Some(true)
+    );
+    let stored = plain
+        .project(id)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("gone"));
+    assert!(!stored.settings.contains("s3cret-client") && !stored.settings.contains("m41l-pass"));
+    let opened = sealed
+        .project(id)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("gone"));
+    let opened: serde_json::Value = serde_json::from_str(&opened.settings).unwrap_or_default();
+    assert_eq!(
+        opened["oauth_providers"][0]["client_secret"],
+        "s3cret-client"
+    );
+    assert_eq!(
+        opened["email"]["smtp_url"],
+        "smtps://mailer:m41l-pass@smtp.example.com:465"
+    );
+    let raw = plain.signing_keys(id).await.unwrap_or_default();
+    let keys = sealed.signing_keys(id).await.unwrap_or_default();
+    assert_eq!(raw.len(), keys.len());
+    for (raw, key) in raw.iter().zip(&keys) {
+        assert_ne!(raw.private_key, key.private_key);
+        assert!(ring::signature::EcdsaKeyPair::from_pkcs8(
+            &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            &key.private_key,
+            &ring::rand::SystemRandom::new(),
+        )
+        .is_ok());
+    }
+    // Under another key nothing opens: a wrong key fails loudly, never as plaintext.
+    let stranger =
+        sealed::SealedProjects::new(plain, latchkey_shared::sealed::SecretsKey::generate());
+    assert!(matches!(
+        stranger.signing_keys(id).await,
+        Err(StoreError::Unopenable)
+    ));
 }
 
 #[tokio::test]

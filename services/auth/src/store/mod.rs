@@ -8,6 +8,7 @@ pub mod cached;
 #[cfg(test)]
 mod contract;
 pub mod oauth;
+pub mod sealed;
 mod sql;
 
 use uuid::Uuid;
@@ -22,6 +23,9 @@ pub enum StoreError {
     NotFound,
     #[error(transparent)]
     Db(#[from] sqlx::Error),
+    /// A sealed value that the configured secrets keys cannot open.
+    #[error("a stored secret could not be opened (wrong LATCHKEY_SECRETS_KEY, or damaged)")]
+    Unopenable,
 }
 
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -128,5 +132,9 @@ pub trait ProjectStore: Send + Sync {
         description: Option<&str>,
         revoked_at_millis: Option<i64>,
     ) -> Result<Option<KeySet>, StoreError>;
+    /// Newest first.
     async fn signing_keys(&self, project_id: Uuid) -> Result<Vec<SigningKey>, StoreError>;
+    async fn insert_signing_key(&self, key: &SigningKey) -> Result<(), StoreError>;
+    /// Rewrites a stored key's private half (re-sealing); `NotFound` when there is no such key.
+    async fn replace_signing_key(&self, key: &SigningKey) -> Result<(), StoreError>;
 }

@@ -1,7 +1,10 @@
 //! Provider accounts linked to users (10 §5) and the provider tokens kept for connected
-//! accounts (10 §6). Same statements on both backends, through `with_pool!`.
+//! accounts (10 §6). Same statements on both backends, through `with_pool!`. The provider's
+//! access and refresh tokens are stored sealed (they must be read back to call the provider)
+//! and opened on every read.
 
 use latchkey_shared::db::Database;
+use latchkey_shared::sealed::SecretsKey;
 use latchkey_shared::with_pool;
 use uuid::Uuid;
 
@@ -30,17 +33,46 @@ const COLUMNS: &str = "project_id, id, user_id, provider_id, provider_type, acco
     allow_sign_in, allow_connected_accounts, access_token, refresh_token, \
     access_token_expires_at_millis, scopes, created_at_millis";
 
+pub const ACCESS_TOKEN: &str = "oauth-access-token";
+pub const REFRESH_TOKEN: &str = "oauth-refresh-token";
+
 #[derive(Debug, Clone)]
 pub struct OAuthAccounts {
     db: Database,
+    secrets: SecretsKey,
 }
 
 impl OAuthAccounts {
-    pub fn new(db: Database) -> Self {
-        Self { db }
+    pub fn new(db: Database, secrets: SecretsKey) -> Self {
+        Self { db, secrets }
+    }
+
+    fn sealed(&self, a: &OAuthAccount) -> OAuthAccount {
+        let seal = |purpose, t: &Option<String>| t.as_ref().map(|t| self.secrets.seal(purpose, t));
+        OAuthAccount {
+            access_token: seal(ACCESS_TOKEN, &a.access_token),
+            refresh_token: seal(REFRESH_TOKEN, &a.refresh_token),
+            ..a.clone()
+        }
+    }
+
+    fn opened(&self, mut a: OAuthAccount) -> Result<OAuthAccount, StoreError> {
+        let open = |purpose, t: Option<String>| {
+            t.map(|t| self.secrets.open(purpose, &t))
+                .transpose()
+                .map_err(|_| StoreError::Unopenable)
+        };
+        a.access_token = open(ACCESS_TOKEN, a.access_token)?;
+        a.refresh_token = open(REFRESH_TOKEN, a.refresh_token)?;
+        Ok(a)
+    }
+
+    fn all_opened(&self, rows: Vec<OAuthAccount>) -> Result<Vec<OAuthAccount>, StoreError> {
+        rows.into_iter().map(|a| self.opened(a)).collect()
     }
 
     pub async fn insert(&self, a: &OAuthAccount) -> Result<(), StoreError> {
+        let a = &self.sealed(a);
         let sql = format!(
             "INSERT INTO oauth_accounts ({COLUMNS}) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
@@ -56,6 +88,7 @@ impl OAuthAccounts {
 
     /// Rewrites a record's mutable fields and tokens.
     pub async fn update(&self, a: &OAuthAccount) -> Result<(), StoreError> {
+        let a = &self.sealed(a);
         let sql = "UPDATE oauth_accounts SET account_id = $1, email = $2, allow_sign_in = $3, \
                    allow_connected_accounts = $4, access_token = $5, refresh_token = $6, \
                    access_token_expires_at_millis = $7, scopes = $8 \
@@ -74,9 +107,8 @@ impl OAuthAccounts {
 
     pub async fn get(&self, project: Uuid, id: Uuid) -> Result<Option<OAuthAccount>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM oauth_accounts WHERE project_id = $1 AND id = $2");
-        Ok(
-            with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await?),
-        )
+        let row: Option<OAuthAccount> = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await?);
+        row.map(|a| self.opened(a)).transpose()
     }
 
     pub async fn of_user(
@@ -88,9 +120,8 @@ impl OAuthAccounts {
             "SELECT {COLUMNS} FROM oauth_accounts WHERE project_id = $1 AND user_id = $2 \
              ORDER BY created_at_millis, id"
         );
-        Ok(
-            with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(user).fetch_all(pool).await?),
-        )
+        let rows = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(user).fetch_all(pool).await?);
+        self.all_opened(rows)
     }
 
     /// Records of `users`, for composing a page of users at once.
@@ -100,7 +131,9 @@ impl OAuthAccounts {
         users: &[Uuid],
     ) -> Result<Vec<OAuthAccount>, StoreError> {
         let select = format!("SELECT {COLUMNS} FROM oauth_accounts");
-        Ok(latchkey_shared::db::select_in(&self.db, &select, project, "user_id", users).await?)
+        let rows =
+            latchkey_shared::db::select_in(&self.db, &select, project, "user_id", users).await?;
+        self.all_opened(rows)
     }
 
     /// Every record of a project, for composing many users at once.
@@ -108,7 +141,9 @@ impl OAuthAccounts {
         let sql = format!(
             "SELECT {COLUMNS} FROM oauth_accounts WHERE project_id = $1 ORDER BY created_at_millis, id"
         );
-        Ok(with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await?))
+        let rows =
+            with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await?);
+        self.all_opened(rows)
     }
 
     /// Records of one provider account, on whichever users hold it.
@@ -122,14 +157,88 @@ impl OAuthAccounts {
             "SELECT {COLUMNS} FROM oauth_accounts WHERE project_id = $1 AND provider_id = $2 \
              AND account_id = $3 ORDER BY created_at_millis, id"
         );
-        Ok(
-            with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(provider_id).bind(account_id).fetch_all(pool).await?),
-        )
+        let rows = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(provider_id).bind(account_id).fetch_all(pool).await?);
+        self.all_opened(rows)
     }
 
     pub async fn delete(&self, project: Uuid, id: Uuid) -> Result<bool, StoreError> {
         let done = with_pool!(&self.db, pool => sqlx::query("DELETE FROM oauth_accounts WHERE project_id = $1 AND id = $2")
             .bind(project).bind(id).execute(pool).await?.rows_affected());
         Ok(done > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn provider_tokens_are_stored_sealed_and_read_plain() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("sqlite://{}/auth.db", dir.path().display());
+        Database::connect_and_migrate(&url, crate::MIGRATIONS)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .close()
+            .await;
+        // Records without their user and project: only the columns are under test.
+        let options = <sqlx::sqlite::SqliteConnectOptions as std::str::FromStr>::from_str(&url)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .foreign_keys(false);
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let db = Database::Sqlite(pool);
+        let store = OAuthAccounts::new(db.clone(), SecretsKey::generate());
+        let account = OAuthAccount {
+            project_id: Uuid::new_v4(),
+            id: Uuid::new_v4(),
+            user_id: Uuid::new_v4(),
+            provider_id: "github".into(),
+            provider_type: "github".into(),
+            account_id: "42".into(),
+            email: None,
+            allow_sign_in: true,
+            allow_connected_accounts: true,
+            access_token: Some("gho_access_only_this_test_knows".into()),
+            refresh_token: Some("ghr_refresh_only_this_test_knows".into()),
+            access_token_expires_at_millis: None,
+            scopes: "repo".into(),
+            created_at_millis: 1,
+        };
+        store
+            .insert(&account)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let raw: (String, String) = with_pool!(&db, pool => sqlx::query_as(
+            "SELECT access_token, refresh_token FROM oauth_accounts"
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap_or_else(|e| panic!("{e}")));
+        assert!(
+            latchkey_shared::sealed::is_sealed(&raw.0)
+                && latchkey_shared::sealed::is_sealed(&raw.1)
+        );
+        assert!(!raw.0.contains("gho_") && !raw.1.contains("ghr_"));
+        let read = store
+            .get(account.project_id, account.id)
+            .await
+            .ok()
+            .flatten();
+        assert_eq!(read, Some(account.clone()));
+        let mut updated = account.clone();
+        updated.access_token = Some("gho_second".into());
+        store
+            .update(&updated)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let listed = store
+            .of_user(account.project_id, account.user_id)
+            .await
+            .unwrap_or_default();
+        assert_eq!(listed, vec![updated]);
     }
 }

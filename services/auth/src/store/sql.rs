@@ -190,6 +190,40 @@ macro_rules! sql_store {
                 .fetch_all(&self.pool)
                 .await?)
             }
+
+            async fn insert_signing_key(&self, key: &SigningKey) -> Result<(), StoreError> {
+                sqlx::query(
+                    "INSERT INTO signing_keys (project_id, kid, audience, private_key, public_x, \
+                     public_y, created_at_millis) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(key.project_id)
+                .bind(&key.kid)
+                .bind(&key.audience)
+                .bind(&key.private_key)
+                .bind(&key.public_x)
+                .bind(&key.public_y)
+                .bind(key.created_at_millis)
+                .execute(&self.pool)
+                .await
+                .map_err(conflict_or_db)?;
+                Ok(())
+            }
+
+            async fn replace_signing_key(&self, key: &SigningKey) -> Result<(), StoreError> {
+                let done = sqlx::query(
+                    "UPDATE signing_keys SET private_key = $1 WHERE project_id = $2 AND kid = $3",
+                )
+                .bind(&key.private_key)
+                .bind(key.project_id)
+                .bind(&key.kid)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                if done == 0 {
+                    return Err(StoreError::NotFound);
+                }
+                Ok(())
+            }
         }
     };
 }
