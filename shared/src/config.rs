@@ -15,7 +15,8 @@ pub struct Common {
     #[arg(long, env = "LATCHKEY_INTERNAL_TOKEN", hide_env_values = true)]
     pub internal_token: Option<SecretString>,
 
-    /// Key sealing stored secrets that must be read back (TOTP seeds, webhook secrets): 32
+    /// Key sealing stored secrets that must be read back (TOTP seeds, webhook secrets, signing
+    /// keys, OAuth tokens and client secrets, SMTP URLs): 32
     /// random bytes in base64 (`openssl rand -base64 32`). Required for `serve`; embedded mode
     /// keeps one in its data directory.
     #[arg(long, env = "LATCHKEY_SECRETS_KEY", hide_env_values = true)]

@@ -1,6 +1,9 @@
-//! Secrets that must be read back, not just compared (TOTP seeds, webhook signing secrets), are
-//! stored sealed: AES-256-GCM under a key the operator holds outside the database
+//! Secrets that must be read back, not just compared (TOTP seeds, webhook signing secrets,
+//! private signing keys, OAuth provider tokens and client secrets, SMTP URLs), are stored
+//! sealed: AES-256-GCM under a key the operator holds outside the database
 //! (`LATCHKEY_SECRETS_KEY`), so a dump or a backup of the database alone reveals none of them.
+//! During a rotation the previous key still opens what it sealed, until `latchkey secrets
+//! rotate` has sealed everything again under the new one.
 //! Secrets that are only compared (keys, refresh tokens, codes) are hashed instead (`crypto`).
 
 use std::sync::Arc;

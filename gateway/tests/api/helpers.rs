@@ -90,6 +90,8 @@ pub struct TestApp {
     /// gRPC address of each service.
     pub grpc: Vec<(&'static str, String)>,
     pub internal_token: SecretString,
+    /// The key the system seals stored secrets with.
+    pub secrets: latchkey_shared::sealed::SecretsKey,
     stack: Option<Stack>,
     infra: Infra,
     /// Holds the data directory (SQLite files, process logs) until the app is dropped.
@@ -140,8 +142,9 @@ impl TestApp {
         let dir = expect(tempfile::tempdir(), "tempdir");
         let infra = Infra::new();
         let mail = crate::smtp::SmtpSink::start().await;
-        let (stack, base, grpc, internal_token, auth_db_url, bus) = match mode {
+        let (stack, base, grpc, internal_token, auth_db_url, bus, secrets) = match mode {
             Mode::Embedded => {
+                let embedded_secrets = latchkey_shared::sealed::SecretsKey::generate();
                 let databases = Databases::sqlite_in(dir.path());
                 let auth_db_url = databases.auth.clone();
                 let running = expect(
@@ -171,7 +174,7 @@ impl TestApp {
                             ),
                             ..latchkey_gateway::limits::RateLimitConfig::local()
                         },
-                        secrets: latchkey_shared::sealed::SecretsKey::generate(),
+                        secrets: embedded_secrets.clone(),
                     })
                     .await,
                     "system start",
@@ -191,6 +194,7 @@ impl TestApp {
                     token,
                     auth_db_url,
                     bus,
+                    embedded_secrets,
                 )
             }
             Mode::Distributed => {
@@ -203,6 +207,19 @@ impl TestApp {
                     replicas,
                 )
                 .await;
+                // The last setting wins, as in the processes' environment.
+                let key = started
+                    .processes
+                    .env
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k == "LATCHKEY_SECRETS_KEY")
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default();
+                let secrets = expect(
+                    latchkey_shared::sealed::SecretsKey::from_base64(&key),
+                    "secrets key",
+                );
                 (
                     Stack::Processes(started.processes),
                     started.base,
@@ -210,6 +227,7 @@ impl TestApp {
                     started.token,
                     started.auth_db_url,
                     started.bus,
+                    secrets,
                 )
             }
         };
@@ -227,6 +245,7 @@ impl TestApp {
             auth_db_url,
             grpc,
             internal_token,
+            secrets,
             stack: Some(stack),
             infra,
             _dir: dir,
@@ -325,6 +344,18 @@ impl TestApp {
             ),
         };
         db.close().await;
+        // Stored sealed: the base64 of the DER, sealed as a signing key.
+        let der = match std::str::from_utf8(&der) {
+            Ok(text) if latchkey_shared::sealed::is_sealed(text) => {
+                use base64::Engine;
+                let encoded = expect(self.secrets.open("signing-key", text), "open the key");
+                expect(
+                    base64::engine::general_purpose::STANDARD.decode(encoded),
+                    "key base64",
+                )
+            }
+            _ => der,
+        };
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
