@@ -37,11 +37,41 @@ impl Common {
         };
         let key = crate::sealed::SecretsKey::from_base64(key.expose_secret())
             .map_err(|e| anyhow::anyhow!("LATCHKEY_SECRETS_KEY: {e}"))?;
-        Ok(Some(match &self.secrets_key_previous {
+        // An empty value (a Secret's key kept but blank between rotations) means none.
+        let previous = self
+            .secrets_key_previous
+            .as_ref()
+            .filter(|p| !p.expose_secret().trim().is_empty());
+        Ok(Some(match previous {
             Some(previous) => key
                 .with_previous(previous.expose_secret())
                 .map_err(|e| anyhow::anyhow!("LATCHKEY_SECRETS_KEY_PREVIOUS: {e}"))?,
             None => key,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn common(key: Option<String>, previous: Option<&str>) -> Common {
+        Common {
+            amqp_url: None,
+            internal_token: None,
+            secrets_key: key.map(SecretString::from),
+            secrets_key_previous: previous.map(SecretString::from),
+        }
+    }
+
+    #[test]
+    fn a_blank_previous_key_is_none_and_a_bad_one_is_named() {
+        let key = crate::sealed::SecretsKey::generate_base64();
+        assert!(common(None, None).secrets().ok().flatten().is_none());
+        assert!(common(Some(key.clone()), Some(" "))
+            .secrets()
+            .is_ok_and(|k| k.is_some()));
+        let err = common(Some(key), Some("short")).secrets().err();
+        assert!(err.is_some_and(|e| e.to_string().contains("LATCHKEY_SECRETS_KEY_PREVIOUS")));
     }
 }
