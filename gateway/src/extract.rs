@@ -64,19 +64,29 @@ async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Value,
             ApiError::body_parsing("The request body could not be read.")
         }
     })?;
-    let mime = content_type
-        .as_deref()
-        .map(|c| c.split(';').next().unwrap_or("").trim().to_owned());
+    parse_body(content_type.as_deref(), &bytes)
+}
+
+/// A request body as a JSON object, by its content type (JSON, text read as JSON, or a form):
+/// what every handler receives, and what the rate limiter reads a recipient or account from.
+pub fn parse_body(content_type: Option<&str>, bytes: &[u8]) -> Result<Value, ApiError> {
+    let mime = content_type.map(|c| {
+        c.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    });
     let value = match mime.as_deref() {
         _ if bytes.is_empty() => return Err(ApiError::schema("A JSON object body is required.")),
         // A text/plain body is parsed as JSON too (80 §11.19).
         None | Some("application/json") | Some("text/plain") => {
-            check_depth(&bytes)?;
-            serde_json::from_slice::<Value>(&bytes)
+            check_depth(bytes)?;
+            serde_json::from_slice::<Value>(bytes)
                 .map_err(|e| ApiError::body_parsing(format!("Malformed JSON: {e}")))?
         }
         Some("application/x-www-form-urlencoded") => {
-            let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes)
+            let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(bytes)
                 .map_err(|e| ApiError::body_parsing(format!("Malformed form body: {e}")))?;
             Value::Object(
                 pairs

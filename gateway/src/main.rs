@@ -358,18 +358,25 @@ impl Cli {
         }
     }
 
-    /// Whether the setting named `var` was given (see `Component::required`).
+    /// Whether the setting named `var` was given a value (see `Component::required`); an empty
+    /// variable counts as missing.
     fn has(&self, var: &str) -> bool {
+        use secrecy::ExposeSecret;
+        let secret = |v: &Option<secrecy::SecretString>| {
+            v.as_ref()
+                .is_some_and(|s| !s.expose_secret().trim().is_empty())
+        };
+        let text = |v: &Option<String>| v.as_ref().is_some_and(|s| !s.trim().is_empty());
         let d = &self.databases;
         match var {
-            "LATCHKEY_INTERNAL_TOKEN" => self.common.internal_token.is_some(),
-            "LATCHKEY_AMQP_URL" => self.common.amqp_url.is_some(),
-            "LATCHKEY_SECRETS_KEY" => self.common.secrets_key.is_some(),
-            "LATCHKEY_PUBLIC_URL" => self.public_url.is_some(),
-            "LATCHKEY_AUTH_DATABASE_URL" => d.auth_database_url.is_some(),
-            "LATCHKEY_TEAMS_DATABASE_URL" => d.teams_database_url.is_some(),
-            "LATCHKEY_CONTACTS_DATABASE_URL" => d.contacts_database_url.is_some(),
-            "LATCHKEY_WEBHOOKS_DATABASE_URL" => d.webhooks_database_url.is_some(),
+            "LATCHKEY_INTERNAL_TOKEN" => secret(&self.common.internal_token),
+            "LATCHKEY_AMQP_URL" => secret(&self.common.amqp_url),
+            "LATCHKEY_SECRETS_KEY" => secret(&self.common.secrets_key),
+            "LATCHKEY_PUBLIC_URL" => text(&self.public_url),
+            "LATCHKEY_AUTH_DATABASE_URL" => text(&d.auth_database_url),
+            "LATCHKEY_TEAMS_DATABASE_URL" => text(&d.teams_database_url),
+            "LATCHKEY_CONTACTS_DATABASE_URL" => text(&d.contacts_database_url),
+            "LATCHKEY_WEBHOOKS_DATABASE_URL" => text(&d.webhooks_database_url),
             _ => true,
         }
     }

@@ -431,8 +431,10 @@ fn limited(limit: u32, retry_after: u64) -> Response {
     response
 }
 
-fn body_field(body: &[u8], field: &str) -> Option<String> {
-    let v: Value = serde_json::from_slice(body).ok()?;
+/// A field of the body, read as the handler will read it (JSON or a form), so that no encoding
+/// slips past the per-account and per-recipient counters.
+fn body_field(content_type: Option<&str>, body: &[u8], field: &str) -> Option<String> {
+    let v = crate::extract::parse_body(content_type, body).ok()?;
     v.get(field)?.as_str().map(|s| s.trim().to_lowercase())
 }
 
@@ -465,6 +467,11 @@ pub async fn enforce(State(app): State<AppState>, request: Request, next: Next) 
         &limits.trusted,
     ));
     let path = request.uri().path().to_owned();
+    let content_type = request
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let access = crate::access::of_request(&request).cloned();
     let now = now_ms();
 
@@ -490,6 +497,7 @@ pub async fn enforce(State(app): State<AppState>, request: Request, next: Next) 
         route: &route,
         path: &path,
         ip: &ip,
+        content_type: content_type.as_deref(),
         body: body.as_deref(),
     };
     // A second try only after the first found the limits stale; it reads them afresh from auth
@@ -546,6 +554,7 @@ struct Target<'a> {
     route: &'a str,
     path: &'a str,
     ip: &'a str,
+    content_type: Option<&'a str>,
     body: Option<&'a [u8]>,
 }
 
@@ -571,7 +580,7 @@ fn hits_for(
     }
     if let Some(field) = email_field {
         let recipient = match field {
-            Some(f) => body.and_then(|b| body_field(b, f)),
+            Some(f) => body.and_then(|b| body_field(t.content_type, b, f)),
             // The channel in the path is the recipient.
             None => Some(t.path.to_owned()),
         };
@@ -586,7 +595,7 @@ fn hits_for(
     }
     let mut guesses = Guesses::default();
     if route == SIGN_IN {
-        if let Some(account) = body.and_then(|b| body_field(b, "email")) {
+        if let Some(account) = body.and_then(|b| body_field(t.content_type, b, "email")) {
             let mut guess = |bucket: &str, subject: String| {
                 let hit = limits.hit(buckets, bucket, &subject, now)?;
                 let key = hit.key.clone();

@@ -34,19 +34,35 @@ impl AmqpBus {
         }
     }
 
-    /// Opens a connection now, so a wrong URL fails at start-up rather than at first publish.
+    /// Opens the publishing connection now, so a wrong URL fails at start-up rather than at
+    /// first publish.
     pub async fn check(&self) -> Result<(), BusError> {
-        let (conn, channel) = open(&self.url).await?;
-        close(conn, channel, "check").await;
-        Ok(())
+        self.publishing_channel().await.map(drop)
+    }
+
+    /// The publishing channel, opened (again) when it is not connected. Declarations use it
+    /// too: short-lived connections opened and closed only to declare made lapin log spurious
+    /// channel errors at every start.
+    async fn publishing_channel(&self) -> Result<Channel, BusError> {
+        let mut slot = self.publish.lock().await;
+        connected(&mut slot, &self.url).await.cloned()
     }
 }
 
-/// Closes a short-lived connection: its channel first, since a channel dropped while the
-/// connection closes makes lapin log a spurious "invalid channel state" error.
-async fn close(conn: Connection, channel: Channel, why: &str) {
-    let _ = channel.close(200, why).await;
-    let _ = conn.close(200, why).await;
+/// The channel in `slot`, opened first when there is none or it is no longer connected.
+async fn connected<'a>(
+    slot: &'a mut Option<(Connection, Channel)>,
+    url: &str,
+) -> Result<&'a Channel, BusError> {
+    if slot
+        .as_ref()
+        .is_none_or(|(c, ch)| !c.status().connected() || !ch.status().connected())
+    {
+        *slot = Some(open(url).await?);
+    }
+    slot.as_ref()
+        .map(|(_, channel)| channel)
+        .ok_or_else(|| BusError::Unavailable("no channel".into()))
 }
 
 fn unavailable(e: impl std::fmt::Display) -> BusError {
@@ -83,15 +99,7 @@ impl Publisher for AmqpBus {
     async fn publish(&self, event: &Event) -> Result<(), BusError> {
         let body = serde_json::to_vec(event)?;
         let mut slot = self.publish.lock().await;
-        if slot
-            .as_ref()
-            .is_none_or(|(c, ch)| !c.status().connected() || !ch.status().connected())
-        {
-            *slot = Some(open(&self.url).await?);
-        }
-        let Some((_, channel)) = slot.as_ref() else {
-            return Err(BusError::Unavailable("no channel".into()));
-        };
+        let channel = connected(&mut slot, &self.url).await?.clone();
         let properties = BasicProperties::default()
             .with_delivery_mode(2)
             .with_message_id(ShortString::from(event.id.to_string()))
@@ -273,12 +281,11 @@ impl Subscriber for AmqpBus {
         bindings: &[&str],
     ) -> Result<mpsc::Receiver<Delivery>, BusError> {
         // Declare once up front so a bad URL or permission fails the caller, not a background task.
-        let (conn, channel) = open(&self.url).await?;
+        let channel = self.publishing_channel().await?;
         let bindings: Vec<String> = bindings.iter().map(|b| (*b).to_owned()).collect();
         declare_queue(&channel, queue, &bindings)
             .await
             .map_err(unavailable)?;
-        close(conn, channel, "declared").await;
 
         Ok(self.consume(Some(queue.to_owned()), bindings))
     }
@@ -287,8 +294,7 @@ impl Subscriber for AmqpBus {
         &self,
         bindings: &[&str],
     ) -> Result<mpsc::Receiver<Delivery>, BusError> {
-        let (conn, channel) = open(&self.url).await?;
-        close(conn, channel, "checked").await;
+        self.publishing_channel().await?;
         let bindings = bindings.iter().map(|b| (*b).to_owned()).collect();
         Ok(self.consume(None, bindings))
     }

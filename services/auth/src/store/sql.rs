@@ -51,20 +51,7 @@ macro_rules! sql_store {
                 .map_err(conflict_or_db)?;
                 insert_key_set!(&mut *tx, &new.key_set);
                 for key in &new.signing_keys {
-                    sqlx::query(
-                        "INSERT INTO signing_keys (project_id, kid, audience, private_key, public_x, \
-                         public_y, created_at_millis) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                    )
-                    .bind(key.project_id)
-                    .bind(&key.kid)
-                    .bind(&key.audience)
-                    .bind(&key.private_key)
-                    .bind(&key.public_x)
-                    .bind(&key.public_y)
-                    .bind(key.created_at_millis)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(conflict_or_db)?;
+                    insert_signing_key!(&mut *tx, key);
                 }
                 tx.commit().await?;
                 Ok(())
@@ -192,20 +179,7 @@ macro_rules! sql_store {
             }
 
             async fn insert_signing_key(&self, key: &SigningKey) -> Result<(), StoreError> {
-                sqlx::query(
-                    "INSERT INTO signing_keys (project_id, kid, audience, private_key, public_x, \
-                     public_y, created_at_millis) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                )
-                .bind(key.project_id)
-                .bind(&key.kid)
-                .bind(&key.audience)
-                .bind(&key.private_key)
-                .bind(&key.public_x)
-                .bind(&key.public_y)
-                .bind(key.created_at_millis)
-                .execute(&self.pool)
-                .await
-                .map_err(conflict_or_db)?;
+                insert_signing_key!(&self.pool, key);
                 Ok(())
             }
 
@@ -226,6 +200,26 @@ macro_rules! sql_store {
             }
         }
     };
+}
+
+macro_rules! insert_signing_key {
+    ($executor:expr, $key:expr) => {{
+        let key: &SigningKey = $key;
+        sqlx::query(
+            "INSERT INTO signing_keys (project_id, kid, audience, private_key, public_x, \
+             public_y, created_at_millis) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(key.project_id)
+        .bind(&key.kid)
+        .bind(&key.audience)
+        .bind(&key.private_key)
+        .bind(&key.public_x)
+        .bind(&key.public_y)
+        .bind(key.created_at_millis)
+        .execute($executor)
+        .await
+        .map_err(conflict_or_db)?;
+    }};
 }
 
 macro_rules! insert_key_set {
