@@ -108,6 +108,8 @@ pub struct Pool {
     turn: AtomicUsize,
     wake: Arc<tokio::sync::Notify>,
     refresher_started: AtomicBool,
+    /// The target when it is one IP address: a component of this process may serve it.
+    local_addr: Option<SocketAddr>,
 }
 
 fn endpoint(uri: String) -> Result<Endpoint, tonic::transport::Error> {
@@ -153,7 +155,15 @@ impl Pool {
     /// first call.
     pub fn new(text: &str) -> anyhow::Result<Arc<Self>> {
         let (scheme, target) = parse_target(text)?;
+        let local_addr = match target.as_slice() {
+            [(host, port)] => host
+                .parse::<std::net::IpAddr>()
+                .ok()
+                .map(|ip| SocketAddr::new(ip, *port)),
+            _ => None,
+        };
         Ok(Arc::new(Self {
+            local_addr,
             scheme,
             target,
             replicas: RwLock::new(Arc::new(Vec::new())),
@@ -179,7 +189,13 @@ impl Pool {
             turn: AtomicUsize::new(0),
             wake: Arc::new(tokio::sync::Notify::new()),
             refresher_started: AtomicBool::new(true),
+            local_addr: None,
         })
+    }
+
+    /// The address to try in-process first, when the target is one address.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr
     }
 
     fn snapshot(&self) -> Arc<Vec<Arc<Replica>>> {

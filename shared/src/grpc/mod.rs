@@ -10,6 +10,8 @@ pub mod caller;
 pub mod client;
 /// The verified access context carried in metadata.
 pub mod context;
+/// Calls between components in one process, without sockets.
+pub mod local;
 /// Resending calls that never reached a component.
 pub mod retry;
 /// Serving a service: health, reflection, tracing, outbox relay, `Describe`.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use secrecy::SecretString;
 use tonic::{Request, Status};
+use tower::ServiceExt;
 
 use super::caller::{Callers, Guarded, ServerKeys};
 use super::context::{Context, REQUEST_ID};
@@ -128,6 +129,12 @@ pub async fn serve(
             .set_service_status(name, ServingStatus::Serving)
             .await;
     }
+    let routes = routes.add_service(health).add_service(reflection);
+    let registration = Arc::new(super::local::register(
+        listener.local_addr()?,
+        local_handler(service_name, routes.clone()),
+    ));
+    let withdrawn = registration.clone();
     let on_shutdown = async move {
         shutdown.await;
         for name in ["", service_name] {
@@ -141,9 +148,10 @@ pub async fn serve(
             "not serving; draining after the delay"
         );
         tokio::time::sleep(delay).await;
+        withdrawn.withdraw();
     };
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    tonic::transport::Server::builder()
+    let served = tonic::transport::Server::builder()
         // Latchkey's own callers balance per call over every replica; callers that cannot
         // (a plain channel to a ClusterIP Service) stay on the replica they first reached,
         // so ending connections now and then (GOAWAY: no new calls on it, the ones in flight
@@ -151,32 +159,42 @@ pub async fn serve(
         // it, tonic sends no GOAWAY at all and cuts the connection at age + grace, failing
         // whatever is in flight then. Long streams (health watches) are renewed by the caller.
         .max_connection_age(deps.max_connection_age)
-        // One span per call, carrying the gateway's request id across the hop.
-        .trace_fn(move |request| {
-            let request_id = request
-                .headers()
-                .get(REQUEST_ID)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            let span = tracing::info_span!(
-                "grpc",
-                service = service_name,
-                method = %request.uri().path(),
-                request_id = %request_id,
-            );
-            crate::telemetry::adopt(&span, request.headers());
-            span
-        })
+        .trace_fn(move |request| call_span(service_name, request.uri().path(), request.headers()))
         .layer(tower::layer::layer_fn(move |inner| Recorded {
             inner,
             service: service_name,
         }))
         .add_routes(routes)
-        .add_service(health)
-        .add_service(reflection)
         .serve_with_incoming_shutdown(incoming, on_shutdown)
-        .await?;
+        .await;
+    registration.drain().await;
+    served?;
     Ok(())
+}
+
+/// One span per call, carrying the gateway's request id (and trace context) across the hop.
+fn call_span(service: &'static str, method: &str, headers: &http::HeaderMap) -> tracing::Span {
+    let request_id = headers
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let span = tracing::info_span!("grpc", service, method = %method, request_id = %request_id);
+    crate::telemetry::adopt(&span, headers);
+    span
+}
+
+/// The routes as callers in this process reach them: with the span and metrics a call over
+/// the network gets.
+fn local_handler(service: &'static str, routes: tonic::service::Routes) -> super::local::Handler {
+    let recorded = Recorded {
+        inner: routes,
+        service,
+    };
+    let traced = tower::service_fn(move |request: http::Request<tonic::body::Body>| {
+        let span = call_span(service, request.uri().path(), request.headers());
+        tracing::Instrument::instrument(recorded.clone().oneshot(request), span)
+    });
+    tower::util::BoxCloneSyncService::new(traced)
 }
 
 /// Boots a service: connects and migrates its database, runs its outbox relay, serves the
