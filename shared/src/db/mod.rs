@@ -6,15 +6,24 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::postgres::PgConnectOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
+
+/// Connection pooling without per-statement pings.
+pub mod pool;
+
+pub use pool::{Pool, Transaction};
 
 /// A service's connection pool, on one of the two backends.
 #[derive(Debug, Clone)]
 pub enum Database {
-    Postgres(PgPool),
-    Sqlite(SqlitePool),
+    Postgres(Pool<sqlx::Postgres>),
+    Sqlite(Pool<sqlx::Sqlite>),
 }
+
+/// Short, so that while the server is down calls fail with 503 within it instead of piling
+/// up; 1.5 s was too short for connection set-up on a loaded two-core machine.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// A service's migrations, one set per backend.
 #[derive(Debug, Clone, Copy)]
@@ -41,15 +50,9 @@ impl Database {
     pub async fn connect(url: &str) -> Result<Self, DbError> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let options = PgConnectOptions::from_str(url)?;
-            let pool = PgPoolOptions::new()
-                .max_connections(16)
-                // Short, so that while the server is down calls fail with 503 within it instead
-                // of piling up behind connection attempts (sqlx retries connecting until then);
-                // 1.5 s was too short for connection set-up on a loaded two-core machine.
-                .acquire_timeout(Duration::from_secs(3))
-                .connect_with(options)
-                .await?;
-            Ok(Self::Postgres(pool))
+            Ok(Self::Postgres(
+                Pool::connect(options, 16, ACQUIRE_TIMEOUT).await?,
+            ))
         } else if url.starts_with("sqlite:") {
             // WAL lets the CLI and a running server share the file (80 §11.15); the busy timeout
             // makes concurrent writers wait instead of failing.
@@ -58,11 +61,9 @@ impl Database {
                 .journal_mode(SqliteJournalMode::Wal)
                 .busy_timeout(Duration::from_secs(10))
                 .foreign_keys(true);
-            let pool = SqlitePoolOptions::new()
-                .max_connections(8)
-                .connect_with(options)
-                .await?;
-            Ok(Self::Sqlite(pool))
+            Ok(Self::Sqlite(
+                Pool::connect(options, 8, ACQUIRE_TIMEOUT).await?,
+            ))
         } else {
             Err(DbError::UnsupportedUrl)
         }
@@ -78,14 +79,18 @@ impl Database {
     pub async fn migrate(&self, migrations: Migrations) -> Result<(), DbError> {
         match self {
             Self::Postgres(pool) => {
+                let mut conn = pool.acquire().await?;
                 with_events(migrations.postgres, &EVENTS_POSTGRES)
-                    .run(pool)
-                    .await?
+                    .run_direct(&mut *conn)
+                    .await?;
+                conn.done();
             }
             Self::Sqlite(pool) => {
+                let mut conn = pool.acquire().await?;
                 with_events(migrations.sqlite, &EVENTS_SQLITE)
-                    .run(pool)
-                    .await?
+                    .run_direct(&mut *conn)
+                    .await?;
+                conn.done();
             }
         }
         Ok(())

@@ -1,7 +1,9 @@
 //! The `ProjectStore` for Postgres and for SQLite. Both run the same statements: UUIDs bind
 //! natively on Postgres and as 16-byte BLOBs on SQLite, and `$n` placeholders work on both.
 
-use sqlx::{PgPool, SqlitePool};
+use latchkey_shared::db::Pool;
+type PgPool = Pool<sqlx::Postgres>;
+type SqlitePool = Pool<sqlx::Sqlite>;
 use uuid::Uuid;
 
 use super::{KeyKind, KeySet, NewProject, Project, ProjectStore, SigningKey, StoreError};
