@@ -62,6 +62,23 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
+/// The CORS header values every `/api/` answer carries, built once.
+struct CorsValues {
+    allow_headers: String,
+    allow_headers_value: HeaderValue,
+    expose_headers_value: HeaderValue,
+}
+
+static CORS: std::sync::LazyLock<CorsValues> = std::sync::LazyLock::new(|| {
+    let allow_headers = cors_allow_headers();
+    let value = |text: &str| HeaderValue::from_str(text).unwrap_or(HeaderValue::from_static(""));
+    CorsValues {
+        allow_headers_value: value(&allow_headers),
+        expose_headers_value: value(&cors_expose_headers()),
+        allow_headers,
+    }
+});
+
 fn cors_allow_headers() -> String {
     let mut names = vec!["content-type".to_owned(), "authorization".to_owned()];
     for h in headers::REQUEST_HEADERS {
@@ -137,12 +154,14 @@ fn cors(response: &mut Response) {
         header::ACCESS_CONTROL_ALLOW_METHODS,
         HeaderValue::from_static("GET, POST, PUT, PATCH, DELETE, OPTIONS"),
     );
-    if let Ok(v) = HeaderValue::from_str(&cors_allow_headers()) {
-        h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, v);
-    }
-    if let Ok(v) = HeaderValue::from_str(&cors_expose_headers()) {
-        h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, v);
-    }
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        CORS.allow_headers_value.clone(),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        CORS.expose_headers_value.clone(),
+    );
     h.insert(
         header::ACCESS_CONTROL_MAX_AGE,
         HeaderValue::from_static("86400"),
@@ -171,7 +190,7 @@ fn allow_requested_headers(request: &HeaderMap, response: &mut Response) {
     if asked.is_empty() {
         return;
     }
-    let mut names = cors_allow_headers();
+    let mut names = CORS.allow_headers.clone();
     for name in asked {
         names.push_str(", ");
         names.push_str(&name.to_ascii_lowercase());
