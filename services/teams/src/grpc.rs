@@ -67,6 +67,20 @@ impl pb::teams_server::Teams for Service {
         ))
     }
 
+    async fn get_teams(
+        &self,
+        request: Request<pb::TeamIds>,
+    ) -> Result<Response<pb::JsonList>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let ids = request
+            .get_ref()
+            .team_ids
+            .iter()
+            .map(|t| uuid(t, "team_ids"))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(list(self.0.get_many(&ctx, &ids).await?))
+    }
+
     async fn get_team(
         &self,
         request: Request<pb::TeamRef>,

@@ -96,6 +96,12 @@ impl Store {
         )
     }
 
+    /// The teams with these ids, in no particular order.
+    pub async fn teams_by_ids(&self, project: Uuid, ids: &[Uuid]) -> Result<Vec<Team>, StoreError> {
+        let select = format!("SELECT {TEAM_COLUMNS} FROM teams");
+        Ok(latchkey_shared::db::select_in(&self.db, &select, project, "id", ids).await?)
+    }
+
     /// Teams of the project, or of one user, oldest first.
     pub async fn teams(
         &self,

@@ -139,16 +139,22 @@ pub fn view(
     })
 }
 
-/// Loads and composes one user.
+/// Loads and composes one user: its row, provider records, channels (contacts) and settings
+/// are read at once, then the selected team (teams) if there is one.
 pub async fn get(app: &App, ctx: &Context, id: Uuid) -> Result<Value> {
-    let (_, settings) = app.project(ctx.project_id).await?;
-    let row = app
-        .accounts
-        .user(ctx.project_id, id)
-        .await?
-        .ok_or_else(|| not_found_for(ctx, id))?;
-    let channels = channels_of(app, ctx, &[id]).await?;
-    let oauth = oauth_of(app, ctx, &[id]).await?;
+    let row = async {
+        app.accounts
+            .user(ctx.project_id, id)
+            .await?
+            .ok_or_else(|| not_found_for(ctx, id))
+    };
+    let ids = [id];
+    let (row, channels, oauth, (_, settings)) = tokio::try_join!(
+        row,
+        channels_of(app, ctx, &ids),
+        oauth_of(app, ctx, &ids),
+        app.project(ctx.project_id),
+    )?;
     let mut user = [view(&row, of(&channels, &id), of(&oauth, &id), &settings)];
     with_selected_teams(app, ctx, &mut user).await?;
     let [user] = user;
@@ -601,19 +607,25 @@ pub async fn delete(app: &App, ctx: &Context, id: Uuid) -> Result<()> {
     }
 }
 
-/// Fills `selected_team` (server shape) for users that selected one, with one teams call.
+/// Fills `selected_team` (server shape) for users that selected one, with one teams call for
+/// just those teams.
 pub async fn with_selected_teams(app: &App, ctx: &Context, users: &mut [Value]) -> Result<()> {
-    if users.iter().all(|u| u["selected_team_id"].is_null()) {
+    let mut team_ids: Vec<String> = users
+        .iter()
+        .filter_map(|u| u["selected_team_id"].as_str().map(str::to_owned))
+        .collect();
+    if team_ids.is_empty() {
         return Ok(());
     }
-    let request = teams::ListTeamsRequest { user_id: None };
-    let all = app
+    team_ids.sort_unstable();
+    team_ids.dedup();
+    let found = app
         .teams()
-        .list_teams(app.to_service(ctx, request))
+        .get_teams(app.to_service(ctx, teams::TeamIds { team_ids }))
         .await?
         .into_inner()
         .items_json;
-    let by_id: HashMap<String, Value> = all
+    let by_id: HashMap<String, Value> = found
         .iter()
         .filter_map(|j| serde_json::from_str::<Value>(j).ok())
         .filter_map(|t| t["id"].as_str().map(|id| (id.to_owned(), t.clone())))

@@ -192,6 +192,16 @@ impl Teams {
             .collect())
     }
 
+    /// The teams with these ids that exist, in the order asked.
+    pub async fn get_many(&self, ctx: &Context, ids: &[Uuid]) -> Result<Vec<Value>> {
+        let found = self.store.teams_by_ids(ctx.project_id, ids).await?;
+        Ok(ids
+            .iter()
+            .filter_map(|id| found.iter().find(|t| t.id == *id))
+            .map(team_json)
+            .collect())
+    }
+
     pub async fn create(
         &self,
         ctx: &Context,
