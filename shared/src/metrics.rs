@@ -173,6 +173,13 @@ pub static PASSWORD_QUEUE: Values = Values::gauge(
     "Password hashes and verifications waiting for or running on the hashing pool.",
 );
 
+/// Time the hashing lanes spent hashing and waiting for work (`state="busy"|"idle"`): idle
+/// time during a sign-in flood is throughput lost to the rest of the request path.
+pub static PASSWORD_LANES: Values = Values::counter(
+    "latchkey_password_lane_seconds_total",
+    "Seconds the password hashing lanes spent busy or idle.",
+);
+
 /// Every family of this process.
 pub fn render(out: &mut String) {
     GRPC.render(out);
@@ -180,6 +187,7 @@ pub fn render(out: &mut String) {
     OUTBOX_LAG.render(out);
     WEBHOOK_ATTEMPTS.render(out);
     PASSWORD_QUEUE.render(out);
+    PASSWORD_LANES.render(out);
 }
 
 /// Serves `GET /metrics` over plain HTTP/1 on `listener` until `shutdown` resolves (a service's

@@ -1,15 +1,16 @@
 //! Password hashing: argon2id with OWASP parameters (19 MiB, 2 passes, 1 lane), on a fixed set
 //! of hashing threads (about one per core) fed by a queue, so a sign-in flood queues instead of
-//! starving the runtime. Fixed threads also keep memory flat: each thread's allocator keeps the
-//! 19 MiB of its last hash, and a pool that wandered over the runtime's many blocking threads
-//! would keep that much per thread it ever used. Verifies argon2 PHC strings and imported bcrypt
+//! starving the runtime. Each thread hashes into one block of memory it allocated at start, so
+//! resident memory is lanes × 19 MiB whatever the load, and no hash pays for fresh pages or
+//! leaves its 19 MiB to the allocator's arenas. Verifies argon2 PHC strings and imported bcrypt
 //! hashes.
 
 use std::sync::{mpsc, Arc, Mutex};
+use std::time::Instant;
 
 use argon2::password_hash::rand_core::OsRng;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::{Algorithm, Argon2, Params, Version};
+use argon2::password_hash::{Output, ParamsString, PasswordHash, SaltString};
+use argon2::{Algorithm, Argon2, Block, Params, Version};
 use tokio::sync::{oneshot, OnceCell};
 
 #[derive(Debug, thiserror::Error)]
@@ -20,9 +21,8 @@ pub enum PasswordError {
     Stopped,
 }
 
-fn argon2() -> Argon2<'static> {
-    let params = Params::new(19 * 1024, 2, 1, None).unwrap_or_default();
-    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+fn params() -> Params {
+    Params::new(19 * 1024, 2, 1, None).unwrap_or_default()
 }
 
 /// Whether `hash` is a bcrypt hash we can import (Modular Crypt Format `$2a$`, `$2b$`, `$2y$`).
@@ -48,7 +48,33 @@ impl Drop for Queued {
     }
 }
 
-type Job = Box<dyn FnOnce() + Send>;
+/// A lane's own argon2 memory, reused by every hash it runs.
+pub struct Memory(Vec<Block>);
+
+impl Memory {
+    fn new() -> Self {
+        Self(vec![Block::default(); params().block_count()])
+    }
+
+    /// The first `blocks` blocks; a stored hash asking for more than the lane holds (made with
+    /// other parameters) gets memory of its own for that one hash.
+    fn hash_into(
+        &mut self,
+        argon2: &Argon2<'_>,
+        blocks: usize,
+        plain: &[u8],
+        salt: &[u8],
+        out: &mut [u8],
+    ) -> argon2::Result<()> {
+        if blocks <= self.0.len() {
+            argon2.hash_password_into_with_memory(plain, salt, out, &mut self.0[..blocks])
+        } else {
+            argon2.hash_password_into_with_memory(plain, salt, out, vec![Block::default(); blocks])
+        }
+    }
+}
+
+type Job = Box<dyn FnOnce(&mut Memory) + Send>;
 
 /// Hashing threads taking jobs from one queue; they end when the last `Lanes` handle is dropped.
 struct Lanes {
@@ -63,15 +89,21 @@ impl Lanes {
             let queue = queue.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("password-{i}"))
-                .spawn(move || loop {
-                    // The lock is held only while taking a job, not while running it.
-                    let job = match queue.lock() {
-                        Ok(q) => q.recv(),
-                        Err(_) => return,
-                    };
-                    match job {
-                        Ok(job) => job(),
-                        Err(_) => return,
+                .spawn(move || {
+                    let mut memory = Memory::new();
+                    loop {
+                        let waiting = Instant::now();
+                        // The lock is held only while taking a job, not while running it.
+                        let job = match queue.lock() {
+                            Ok(q) => q.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok(job) = job else { return };
+                        let working = Instant::now();
+                        job(&mut memory);
+                        let lanes = &crate::metrics::PASSWORD_LANES;
+                        lanes.add("state=\"idle\"".into(), (working - waiting).as_secs_f64());
+                        lanes.add("state=\"busy\"".into(), working.elapsed().as_secs_f64());
                     }
                 });
             if let Err(e) = spawned {
@@ -84,17 +116,78 @@ impl Lanes {
     /// Runs `work` on a hashing thread and waits for its answer without blocking the runtime.
     async fn run<T: Send + 'static>(
         &self,
-        work: impl FnOnce() -> T + Send + 'static,
+        work: impl FnOnce(&mut Memory) -> T + Send + 'static,
     ) -> Result<T, PasswordError> {
         let _queued = Queued::enter();
         let (done, answer) = oneshot::channel();
         let span = tracing::Span::current();
-        let job: Job = Box::new(move || {
-            let _ = done.send(span.in_scope(work));
+        let job: Job = Box::new(move |memory| {
+            let _ = done.send(span.in_scope(|| work(memory)));
         });
         self.jobs.send(job).map_err(|_| PasswordError::Stopped)?;
         answer.await.map_err(|_| PasswordError::Stopped)
     }
+}
+
+/// An argon2id PHC string for `plain`, hashed in `memory`.
+fn hash_in(memory: &mut Memory, plain: &[u8]) -> Result<String, PasswordError> {
+    let failed = |e: &dyn std::fmt::Display| PasswordError::Hash(e.to_string());
+    let params = params();
+    let argon2 = Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone());
+    let salt = SaltString::generate(&mut OsRng);
+    let mut salt_bytes = [0u8; 64];
+    let raw_salt = salt
+        .as_salt()
+        .decode_b64(&mut salt_bytes)
+        .map_err(|e| failed(&e))?;
+    let output = Output::init_with(Params::DEFAULT_OUTPUT_LEN, |out| {
+        memory
+            .hash_into(&argon2, params.block_count(), plain, raw_salt, out)
+            .map_err(|_| argon2::password_hash::Error::Crypto)
+    })
+    .map_err(|e| failed(&e))?;
+    let phc = PasswordHash {
+        algorithm: Algorithm::Argon2id.ident(),
+        version: Some(Version::V0x13.into()),
+        params: ParamsString::try_from(&params).map_err(|e| failed(&e))?,
+        salt: Some(salt.as_salt()),
+        hash: Some(output),
+    };
+    Ok(phc.to_string())
+}
+
+/// Whether `plain` matches the argon2 PHC string `stored`, computed in `memory` with the
+/// algorithm, version and parameters `stored` names; compared in constant time.
+fn verify_in(memory: &mut Memory, plain: &[u8], stored: &str) -> bool {
+    let Ok(parsed) = PasswordHash::new(stored) else {
+        return false;
+    };
+    let (Some(salt), Some(expected)) = (parsed.salt, parsed.hash) else {
+        return false;
+    };
+    let (Ok(algorithm), Ok(params)) = (
+        Algorithm::try_from(parsed.algorithm),
+        Params::try_from(&parsed),
+    ) else {
+        return false;
+    };
+    let version = match parsed.version.map(Version::try_from) {
+        None => Version::V0x13,
+        Some(Ok(v)) => v,
+        Some(Err(_)) => return false,
+    };
+    let mut salt_bytes = [0u8; 64];
+    let Ok(raw_salt) = salt.decode_b64(&mut salt_bytes) else {
+        return false;
+    };
+    let argon2 = Argon2::new(algorithm, version, params.clone());
+    let computed = Output::init_with(expected.len(), |out| {
+        memory
+            .hash_into(&argon2, params.block_count(), plain, raw_salt, out)
+            .map_err(|_| argon2::password_hash::Error::Crypto)
+    });
+    // `Output`'s equality is constant-time.
+    computed.is_ok_and(|c| c == expected)
 }
 
 #[derive(Clone)]
@@ -123,13 +216,7 @@ impl Passwords {
     pub async fn hash(&self, plain: &str) -> Result<String, PasswordError> {
         let plain = plain.to_owned();
         self.lanes
-            .run(move || {
-                let salt = SaltString::generate(&mut OsRng);
-                argon2()
-                    .hash_password(plain.as_bytes(), &salt)
-                    .map(|h| h.to_string())
-                    .map_err(|e| PasswordError::Hash(e.to_string()))
-            })
+            .run(move |memory| hash_in(memory, plain.as_bytes()))
             .await?
     }
 
@@ -142,13 +229,11 @@ impl Passwords {
         let plain = plain.to_owned();
         let ok = self
             .lanes
-            .run(move || {
+            .run(move |memory| {
                 if is_bcrypt(&hash) {
                     bcrypt::verify(plain.as_bytes(), &hash).unwrap_or(false)
                 } else {
-                    PasswordHash::new(&hash).is_ok_and(|parsed| {
-                        argon2().verify_password(plain.as_bytes(), &parsed).is_ok()
-                    })
+                    verify_in(memory, plain.as_bytes(), &hash)
                 }
             })
             .await?;
@@ -173,6 +258,37 @@ mod tests {
         assert!(p.verify("correct horse", Some(&h)).await.unwrap_or(false));
         assert!(!p.verify("wrong horse", Some(&h)).await.unwrap_or(true));
         assert!(!p.verify("correct horse", None).await.unwrap_or(true));
+    }
+
+    #[tokio::test]
+    async fn hashes_from_the_password_hash_api_verify_and_ours_verify_there() {
+        use argon2::password_hash::{PasswordHasher, PasswordVerifier};
+        let reference = Argon2::new(Algorithm::Argon2id, Version::V0x13, params());
+        let salt = SaltString::generate(&mut OsRng);
+        let theirs = reference
+            .hash_password(b"interop", &salt)
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        let p = Passwords::new(1);
+        assert!(p.verify("interop", Some(&theirs)).await.unwrap_or(false));
+        assert!(!p.verify("interoP", Some(&theirs)).await.unwrap_or(true));
+        let ours = p.hash("interop").await.unwrap_or_default();
+        let parsed = PasswordHash::new(&ours).unwrap_or_else(|e| panic!("{e}"));
+        assert!(reference.verify_password(b"interop", &parsed).is_ok());
+        // Other parameters than the lanes hold (more memory) still verify, in memory of their own.
+        let bigger = Argon2::new(
+            Algorithm::Argon2id,
+            Version::V0x13,
+            Params::new(24 * 1024, 1, 1, None).unwrap_or_else(|e| panic!("{e}")),
+        )
+        .hash_password(b"interop", &salt)
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+        assert!(p.verify("interop", Some(&bigger)).await.unwrap_or(false));
+        assert!(!p
+            .verify("interop", Some("$argon2id$v=19$garbage"))
+            .await
+            .unwrap_or(true));
     }
 
     #[tokio::test]
