@@ -206,3 +206,75 @@ both_modes!(
         assert_eq!(current.id, p.id);
     }
 );
+
+/// The embedded system's components call each other in-process: a sign-up, user reads and a
+/// team creation cross gateway → auth → contacts → teams without one connection to a gRPC
+/// listener, yet each call is still admitted, served and counted as a gRPC call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_components_call_each_other_without_sockets() {
+    use crate::helpers::{email, Mode};
+    let app = TestApp::spawn(Mode::Embedded).await;
+    app.settings(serde_json::json!({"client_team_creation_enabled": true}))
+        .await;
+    let user = app.sign_up(&email("local"), "correct-horse-battery").await;
+    for _ in 0..5 {
+        let res = app
+            .client(reqwest::Method::GET, "/api/v1/users/me", Some(&user.access))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(res.status(), 200);
+    }
+    let res = app
+        .client(reqwest::Method::POST, "/api/v1/teams", Some(&user.access))
+        .json(&serde_json::json!({"display_name": "in-process", "creator_user_id": "me"}))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(res.status(), 201);
+    let ports: Vec<String> = app
+        .grpc
+        .iter()
+        .map(|(_, addr)| {
+            let port: u16 = addr
+                .rsplit(':')
+                .next()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_default();
+            format!(":{port:04X}")
+        })
+        .collect();
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let connected: Vec<&str> = table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            // Anyone's open connection (01 = ESTABLISHED) to a gRPC listener of this system.
+            matches!(cols[..], [_, _, remote, "01", ..] if ports.iter().any(|p| remote.ends_with(p.as_str())))
+        })
+        .collect();
+    assert!(
+        connected.is_empty(),
+        "connections to gRPC listeners: {connected:?}"
+    );
+    let metrics = app
+        .get("/metrics")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .text()
+        .await
+        .unwrap_or_default();
+    for method in [
+        "/latchkey.auth.v1.Users/GetUser",
+        "/latchkey.contacts.v1.Contacts/ListChannels",
+        "/latchkey.teams.v1.Teams/CreateTeam",
+    ] {
+        assert!(
+            metrics.contains(&format!("method=\"{method}\",code=\"0\"")),
+            "{method} not served as a gRPC call:\n{metrics}"
+        );
+    }
+    app.finish().await;
+}

@@ -1,0 +1,4 @@
+//! The shared crate against the real servers: ONE binary (link time on two cores).
+
+mod events;
+mod pool;
