@@ -39,6 +39,8 @@ pub struct App {
     pub secrets: latchkey_shared::sealed::SecretsKey,
     /// e.g. `https://auth.example.com`; issuers are `<this>/api/v1/projects/<id>`.
     pub public_url: String,
+    /// Signing keys ready to sign access tokens.
+    pub key_pairs: crate::domain::signing::KeyPairs,
 }
 
 impl App {

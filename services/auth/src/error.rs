@@ -33,7 +33,7 @@ pub enum Error {
     #[error(transparent)]
     Password(#[from] latchkey_shared::password::PasswordError),
     #[error(transparent)]
-    Token(#[from] jsonwebtoken::errors::Error),
+    Token(#[from] crate::domain::signing::SignError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]

@@ -102,6 +102,7 @@ pub async fn serve(
             oauth: store::oauth::OAuthAccounts::new(db.clone(), deps.secrets.clone()),
             http: oauth_http()?,
             discovery: Default::default(),
+            key_pairs: Default::default(),
         });
         let projects = grpc::Projects::new(store, clock);
         let routes =

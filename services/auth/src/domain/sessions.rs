@@ -120,9 +120,14 @@ pub async fn refresh(
             return Err(refresh_refused());
         }
     }
-    let user = super::users::get(app, ctx, session.user_id)
+    // A session whose user is gone is refused; a service that cannot answer is not a reason to
+    // tell the client its session ended.
+    let user = super::users::for_token(app, ctx, session.user_id, &settings)
         .await
-        .map_err(|_| refresh_refused())?;
+        .map_err(|e| match e {
+            Error::Coded(c) if c.code == ErrorCode::UserNotFound => refresh_refused(),
+            other => other,
+        })?;
     let rotated = settings.refresh_token_rotation.then(|| random_base32(45));
     let new_hash = rotated.as_deref().map(hash_secret);
     app.accounts

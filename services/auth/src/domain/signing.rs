@@ -16,6 +16,53 @@ pub const AUDIENCE_RESTRICTED: &str = "restricted";
 #[error("could not generate a signing key")]
 pub struct KeyGenError;
 
+#[derive(Debug, thiserror::Error)]
+#[error("could not sign with key {0}")]
+pub struct SignError(String);
+
+/// Key pairs ready to sign, by key id. Reading a PKCS#8 key checks it with a scalar
+/// multiplication, as costly as the signature itself, so each key is read once; key ids are
+/// random and never reused, so a remembered pair is never stale.
+#[derive(Default)]
+pub struct KeyPairs(
+    std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<EcdsaKeyPair>>>,
+);
+
+/// Keys remembered at most; beyond it the map starts over (retired keys stop being asked for).
+const MAX_KEY_PAIRS: usize = 10_000;
+
+impl KeyPairs {
+    /// The ES256 signature (JWS form: r || s) of `message` with `key`.
+    pub fn sign(&self, key: &SigningKey, message: &[u8]) -> Result<Vec<u8>, SignError> {
+        let failed = || SignError(key.kid.clone());
+        let known = self.0.lock().ok().and_then(|m| m.get(&key.kid).cloned());
+        let pair = match known {
+            Some(pair) => pair,
+            None => {
+                let pair = std::sync::Arc::new(
+                    EcdsaKeyPair::from_pkcs8(
+                        &ECDSA_P256_SHA256_FIXED_SIGNING,
+                        &key.private_key,
+                        &SystemRandom::new(),
+                    )
+                    .map_err(|_| failed())?,
+                );
+                if let Ok(mut map) = self.0.lock() {
+                    if map.len() >= MAX_KEY_PAIRS {
+                        map.clear();
+                    }
+                    map.insert(key.kid.clone(), pair.clone());
+                }
+                pair
+            }
+        };
+        let signature = pair
+            .sign(&SystemRandom::new(), message)
+            .map_err(|_| failed())?;
+        Ok(signature.as_ref().to_vec())
+    }
+}
+
 /// A new key pair for `audience`, with a random 12-character base64url key id.
 pub fn generate(project_id: Uuid, audience: &str, now: i64) -> Result<SigningKey, KeyGenError> {
     let rng = SystemRandom::new();

@@ -1,7 +1,8 @@
 //! Access tokens (70 §1): ES256 JWTs signed with the project's newest key for the user's
 //! audience, carrying the claims of 70 §1.1.
 
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -61,11 +62,12 @@ pub async fn mint(app: &App, project: Uuid, user: &Value, session_id: Uuid) -> R
         "restricted_reason": user["restricted_reason"],
         "requires_totp_mfa": user["requires_totp_mfa"],
     });
-    let mut header = Header::new(Algorithm::ES256);
-    header.kid = Some(key.kid.clone());
-    Ok(jsonwebtoken::encode(
-        &header,
-        &claims,
-        &EncodingKey::from_ec_der(&key.private_key),
-    )?)
+    let header = json!({ "typ": "JWT", "alg": "ES256", "kid": key.kid });
+    let mut token = URL_SAFE_NO_PAD.encode(header.to_string());
+    token.push('.');
+    URL_SAFE_NO_PAD.encode_string(claims.to_string(), &mut token);
+    let signature = app.key_pairs.sign(key, token.as_bytes())?;
+    token.push('.');
+    URL_SAFE_NO_PAD.encode_string(signature, &mut token);
+    Ok(token)
 }

@@ -161,6 +161,23 @@ pub async fn get(app: &App, ctx: &Context, id: Uuid) -> Result<Value> {
     Ok(user)
 }
 
+/// The user as an access token describes it (70 §1.1), under settings the caller has read:
+/// row and channels at once, provider records left out (no claim shows them).
+pub async fn for_token(app: &App, ctx: &Context, id: Uuid, settings: &Settings) -> Result<Value> {
+    let row = async {
+        app.accounts
+            .user(ctx.project_id, id)
+            .await?
+            .ok_or_else(|| not_found_for(ctx, id))
+    };
+    let ids = [id];
+    let (row, channels) = tokio::try_join!(row, channels_of(app, ctx, &ids))?;
+    let mut user = [view(&row, of(&channels, &id), &[], settings)];
+    with_selected_teams(app, ctx, &mut user).await?;
+    let [user] = user;
+    Ok(user)
+}
+
 /// Several users composed with one contacts call, in the order of `ids`.
 pub async fn get_many(app: &App, ctx: &Context, ids: &[Uuid]) -> Result<Vec<Value>> {
     let (_, settings) = app.project(ctx.project_id).await?;

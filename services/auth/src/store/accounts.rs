@@ -372,21 +372,37 @@ impl Accounts {
         presented_hash: &str,
         new_token_hash: Option<&str>,
     ) -> Result<(), StoreError> {
-        with_pool!(&self.db, pool => {
-            let mut tx = pool.begin().await?;
-            sqlx::query("UPDATE sessions SET last_used_at_millis = $1 WHERE project_id = $2 AND id = $3")
-                .bind(now).bind(s.project_id).bind(s.id).execute(&mut *tx).await?;
-            sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
-                .bind(now).bind(s.project_id).bind(s.user_id).execute(&mut *tx).await?;
-            if let Some(new_hash) = new_token_hash {
-                sqlx::query("UPDATE refresh_tokens SET superseded_at_millis = COALESCE(superseded_at_millis, $1) \
-                             WHERE project_id = $2 AND token_hash = $3")
-                    .bind(now).bind(s.project_id).bind(presented_hash).execute(&mut *tx).await?;
-                sqlx::query("INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) VALUES ($1, $2, $3, $4)")
-                    .bind(s.project_id).bind(new_hash).bind(s.id).bind(now).execute(&mut *tx).await?;
+        match (&self.db, new_token_hash) {
+            // The common case, one statement (one round trip) on PostgreSQL.
+            (Database::Postgres(pool), None) => {
+                sqlx::query(
+                    "WITH s AS (UPDATE sessions SET last_used_at_millis = $1 \
+                     WHERE project_id = $2 AND id = $3 RETURNING user_id) \
+                     UPDATE users SET last_active_at_millis = $1 \
+                     WHERE project_id = $2 AND id IN (SELECT user_id FROM s)",
+                )
+                .bind(now)
+                .bind(s.project_id)
+                .bind(s.id)
+                .execute(pool)
+                .await?;
             }
-            tx.commit().await?;
-        });
+            _ => with_pool!(&self.db, pool => {
+                let mut tx = pool.begin().await?;
+                sqlx::query("UPDATE sessions SET last_used_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                    .bind(now).bind(s.project_id).bind(s.id).execute(&mut *tx).await?;
+                sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                    .bind(now).bind(s.project_id).bind(s.user_id).execute(&mut *tx).await?;
+                if let Some(new_hash) = new_token_hash {
+                    sqlx::query("UPDATE refresh_tokens SET superseded_at_millis = COALESCE(superseded_at_millis, $1) \
+                                 WHERE project_id = $2 AND token_hash = $3")
+                        .bind(now).bind(s.project_id).bind(presented_hash).execute(&mut *tx).await?;
+                    sqlx::query("INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) VALUES ($1, $2, $3, $4)")
+                        .bind(s.project_id).bind(new_hash).bind(s.id).bind(now).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+            }),
+        }
         Ok(())
     }
 

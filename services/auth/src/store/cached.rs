@@ -17,6 +17,13 @@ use super::{KeyKind, KeySet, NewProject, Project, ProjectStore, SigningKey, Stor
 /// Rows unused for this long are dropped, so the map holds only active projects.
 const IDLE: Duration = Duration::from_secs(60);
 
+/// How long signing keys are used without asking the database again when other replicas may
+/// rotate them. A replaced key stays published until the token lifetime plus a minute after its
+/// replacement was made (`signing::RETIRED_AFTER_MILLIS`), so a token signed with the old key
+/// up to this long after a rotation elsewhere still verifies until it expires. This process's
+/// own rotations are in force at once.
+const KEYS_UNCHECKED: Duration = Duration::from_secs(30);
+
 /// Whether a remembered row must be confirmed against the database before use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Freshness {
@@ -30,6 +37,8 @@ pub struct CachedProjects {
     inner: Arc<dyn ProjectStore>,
     freshness: Freshness,
     projects: Mutex<HashMap<Uuid, (Instant, Project)>>,
+    /// Signing keys (opened) by project, with when they were read.
+    keys: Mutex<HashMap<Uuid, (Instant, Vec<SigningKey>)>>,
 }
 
 impl CachedProjects {
@@ -38,12 +47,19 @@ impl CachedProjects {
             inner,
             freshness,
             projects: Mutex::new(HashMap::new()),
+            keys: Mutex::new(HashMap::new()),
         }
     }
 
     fn remembered(&self, id: Uuid) -> Option<Project> {
         let cache = self.projects.lock().ok()?;
         cache.get(&id).map(|(_, p)| p.clone())
+    }
+
+    fn forget_keys(&self, id: Uuid) {
+        if let Ok(mut keys) = self.keys.lock() {
+            keys.remove(&id);
+        }
     }
 
     fn forget(&self, id: Uuid) {
@@ -139,14 +155,31 @@ impl ProjectStore for CachedProjects {
     }
 
     async fn signing_keys(&self, project_id: Uuid) -> Result<Vec<SigningKey>, StoreError> {
-        self.inner.signing_keys(project_id).await
+        let fresh_enough = |read: &Instant| {
+            self.freshness == Freshness::OnlyWriter || read.elapsed() < KEYS_UNCHECKED
+        };
+        if let Ok(keys) = self.keys.lock() {
+            if let Some((_, keys)) = keys.get(&project_id).filter(|(read, _)| fresh_enough(read)) {
+                return Ok(keys.clone());
+            }
+        }
+        let keys = self.inner.signing_keys(project_id).await?;
+        if let Ok(mut cache) = self.keys.lock() {
+            cache.retain(|_, (read, _)| read.elapsed() < IDLE);
+            cache.insert(project_id, (Instant::now(), keys.clone()));
+        }
+        Ok(keys)
     }
 
     async fn insert_signing_key(&self, key: &SigningKey) -> Result<(), StoreError> {
-        self.inner.insert_signing_key(key).await
+        let inserted = self.inner.insert_signing_key(key).await;
+        self.forget_keys(key.project_id);
+        inserted
     }
 
     async fn replace_signing_key(&self, key: &SigningKey) -> Result<(), StoreError> {
-        self.inner.replace_signing_key(key).await
+        let replaced = self.inner.replace_signing_key(key).await;
+        self.forget_keys(key.project_id);
+        replaced
     }
 }
