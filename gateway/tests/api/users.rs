@@ -245,6 +245,154 @@ both_modes!(listing_users, |app: &TestApp| async move {
     );
 });
 
+/// (id, display name, address, in the team)
+type Listed = (String, String, String, bool);
+
+// Every list variant pages through a project larger than one search window (1,000 rows), so
+// rare text is found through the text indexes and common text by walking, in sign-up order,
+// ascending and descending: search by display name and by address (rare, common, shorter than
+// a trigram, an exact id), a team's members, and search within a team.
+both_modes!(
+    list_variants_page_through_indexes,
+    |app: &TestApp| async move {
+        let team = crate::helpers::ok(
+            app.as_("server", Method::POST, "/api/v1/teams")
+                .json(&json!({"display_name": "Listed"}))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+            201,
+        )
+        .await;
+        let team_id = team["id"].as_str().unwrap_or_default().to_owned();
+        let team_ref = &team_id;
+        let mut users: Vec<Listed> = Vec::new();
+        for chunk in 0..44 {
+            let made = futures::future::join_all((0..25).map(|k| {
+                let i = chunk * 25 + k;
+                let name = match i {
+                    1_050 => "Zanzibar Quux".to_owned(),
+                    _ => format!("member {i}"),
+                };
+                let address = match i {
+                    7 => format!("needle-{i}@rare.example"),
+                    _ => format!("u{i}-{}", email("list")),
+                };
+                async move {
+                    let u =
+                        create(app, json!({"display_name": name, "primary_email": address})).await;
+                    let id = u["id"].as_str().unwrap_or_default().to_owned();
+                    if i % 37 == 0 {
+                        let path = format!("/api/v1/team-memberships/{team_ref}/{id}");
+                        crate::helpers::ok(
+                            app.as_("server", Method::POST, &path)
+                                .json(&json!({}))
+                                .send()
+                                .await
+                                .unwrap_or_else(|e| panic!("{e}")),
+                            201,
+                        )
+                        .await;
+                    }
+                    (id, name, address, i % 37 == 0)
+                }
+            }))
+            .await;
+            users.extend(made);
+        }
+        // Sign-up order is id order (ids are minted from the sign-up instant).
+        users.sort();
+        let all_pages = |query: String, limit: usize| {
+            let team_id = team_id.clone();
+            async move {
+                let mut got: Vec<String> = Vec::new();
+                let mut cursor: Option<String> = None;
+                loop {
+                    let mut path = format!("/api/v1/users?limit={limit}&{query}");
+                    if let Some(c) = &cursor {
+                        path.push_str(&format!("&cursor={c}"));
+                    }
+                    let path = path.replace("TEAM", &team_id);
+                    let res = app
+                        .as_("server", Method::GET, &path)
+                        .send()
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    let (status, body, _) = parts(res).await;
+                    assert_eq!(status, 200, "{path}: {body}");
+                    let items = body["items"].as_array().cloned().unwrap_or_default();
+                    assert!(items.len() <= limit, "{path}: more than the limit");
+                    got.extend(
+                        items
+                            .iter()
+                            .filter_map(|u| u["id"].as_str().map(str::to_owned)),
+                    );
+                    match body["pagination"]["next_cursor"].as_str() {
+                        Some(next) => cursor = Some(next.to_owned()),
+                        None => break,
+                    }
+                }
+                got
+            }
+        };
+        let expected = |keep: &dyn Fn(&Listed) -> bool, desc: bool| {
+            let mut ids: Vec<String> = users
+                .iter()
+                .filter(|u| keep(u))
+                .map(|u| u.0.clone())
+                .collect();
+            if desc {
+                ids.reverse();
+            }
+            ids
+        };
+        let contains = |t: &str, needle: &str| t.to_lowercase().contains(&needle.to_lowercase());
+        // Rare: one display name, one address, each past the first window or inside it.
+        for (query, needle) in [
+            ("query=zanZIBAR", "zanzibar"),
+            ("query=RARE.example", "rare.example"),
+        ] {
+            let want = expected(&|u| contains(&u.1, needle) || contains(&u.2, needle), false);
+            assert_eq!(want.len(), 1, "{query}");
+            assert_eq!(all_pages(query.to_owned(), 10).await, want, "{query}");
+        }
+        // Common, both directions, many pages.
+        for desc in [false, true] {
+            let want = expected(&|u| contains(&u.1, "member 10"), desc);
+            assert!(want.len() > 100);
+            let got = all_pages(format!("query=member%2010&desc={desc}"), 40).await;
+            assert_eq!(got, want, "member 10, desc={desc}");
+        }
+        // Shorter than a trigram: matches the first page's worth at once.
+        let want: Vec<String> = expected(&|u| contains(&u.1, "r ") || contains(&u.2, "r "), false);
+        let got = all_pages("query=r%20".to_owned(), 300).await;
+        assert_eq!(got, want, "short text");
+        // An exact id.
+        let target = users[500].0.clone();
+        assert_eq!(all_pages(format!("query={target}"), 5).await, vec![target]);
+        // A team's members, and search within the team, both directions.
+        for desc in [false, true] {
+            let want = expected(&|u| u.3, desc);
+            assert_eq!(want.len(), 30);
+            assert_eq!(
+                all_pages(format!("team_id=TEAM&desc={desc}"), 7).await,
+                want
+            );
+            let want = expected(&|u| u.3 && contains(&u.1, "member 1"), desc);
+            assert!(!want.is_empty());
+            assert_eq!(
+                all_pages(format!("team_id=TEAM&query=member%201&desc={desc}"), 4).await,
+                want
+            );
+        }
+        // Plain pages, descending, across the whole project.
+        assert_eq!(
+            all_pages("desc=true".to_owned(), 250).await,
+            expected(&|_| true, true)
+        );
+    }
+);
+
 both_modes!(clients_and_their_own_user, |app: &TestApp| async move {
     let address = email("cli");
     let me = app.sign_up(&address, PASSWORD).await;

@@ -174,9 +174,21 @@ impl pb::contacts_server::Contacts for Contacts {
         request: Request<pb::SearchUsersRequest>,
     ) -> Result<Response<pb::UserIds>, Status> {
         let ctx = Context::read(request.metadata())?;
+        let req = request.get_ref();
+        let start = latchkey_shared::db::search::Start::parse(
+            req.from_user_id.as_deref(),
+            req.include_from,
+            req.desc,
+        )
+        .map_err(|_| Error::Invalid("from_user_id is not a UUID".into()))?;
+        let want = if req.limit == 0 {
+            usize::MAX
+        } else {
+            req.limit as usize
+        };
         let ids = self
             .store
-            .search_users(ctx.project_id, &request.get_ref().text)
+            .search_users(ctx.project_id, &req.text, start, want)
             .await
             .map_err(Error::from)?;
         Ok(Response::new(pb::UserIds {

@@ -1,6 +1,7 @@
 //! The contacts database: channels and sent mail. The statements are the same on Postgres and
 //! SQLite, so each runs through `with_pool!` against whichever pool the service was given.
 
+use latchkey_shared::db::search::{self, Searchable, Start};
 use latchkey_shared::db::{is_unique_violation, Database};
 use latchkey_shared::with_pool;
 use uuid::Uuid;
@@ -51,6 +52,16 @@ pub struct Email {
     pub created_at_millis: i64,
 }
 
+/// Channel values for the users list's search; values are stored lower-case.
+const SEARCHABLE: Searchable = Searchable {
+    table: "channels",
+    id: "user_id",
+    text: "value",
+    indexed: "value",
+    fts: "channel_search_fts",
+    fts_rows: "channel_search",
+};
+
 const CHANNEL_COLUMNS: &str =
     "project_id, id, user_id, value, used_for_auth, is_verified, is_primary, created_at_millis";
 
@@ -85,7 +96,6 @@ impl Store {
         )
     }
 
-    /// Channels of `users` (every user of the project when empty), oldest first.
     /// Channels of `users`, or of the whole project when `users` is empty, in creation order.
     pub async fn channels_of(
         &self,
@@ -107,11 +117,19 @@ impl Store {
         Ok(found)
     }
 
-    pub async fn search_users(&self, project: Uuid, text: &str) -> Result<Vec<Uuid>, StoreError> {
-        let pattern = format!("%{}%", text.to_lowercase().replace(['%', '_'], ""));
-        let sql = "SELECT DISTINCT user_id FROM channels WHERE project_id = $1 AND value LIKE $2";
+    /// Users with a channel whose value contains `text`, in user id order from `start` on, at
+    /// most `want` (see `shared::db::search`).
+    pub async fn search_users(
+        &self,
+        project: Uuid,
+        text: &str,
+        start: Start,
+        want: usize,
+    ) -> Result<Vec<Uuid>, StoreError> {
         Ok(
-            with_pool!(&self.db, pool => sqlx::query_scalar(sql).bind(project).bind(&pattern).fetch_all(pool).await?),
+            search::matching(&self.db, &SEARCHABLE, project, text, start, want)
+                .await?
+                .ids,
         )
     }
 

@@ -176,15 +176,23 @@ impl pb::teams_server::Teams for Service {
 
     async fn members_of_team(
         &self,
-        request: Request<pb::TeamRef>,
+        request: Request<pb::MembersRequest>,
     ) -> Result<Response<pb::UserIds>, Status> {
         let ctx = Context::read(request.metadata())?;
-        let team = uuid(&request.get_ref().team_id, "team_id")?;
+        let req = request.get_ref();
+        let team = uuid(&req.team_id, "team_id")?;
+        let start = latchkey_shared::db::search::Start::parse(
+            req.from_user_id.as_deref(),
+            req.include_from,
+            req.desc,
+        )
+        .map_err(|_| Error::Invalid("from_user_id is not a UUID".into()))?;
+        let limit = (req.limit > 0).then_some(req.limit as usize);
         self.0.get(&ctx, team).await?;
         let users = self
             .0
             .store
-            .members(ctx.project_id, team)
+            .members_page(ctx.project_id, team, start, limit)
             .await
             .map_err(Error::from)?;
         Ok(Response::new(pb::UserIds {

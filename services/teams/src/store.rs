@@ -1,6 +1,7 @@
 //! The teams database. The statements are the same on both backends and run through
 //! `with_pool!`; every change enqueues its events in its own transaction.
 
+use latchkey_shared::db::search::Start;
 use latchkey_shared::db::{is_unique_violation, Database};
 use latchkey_shared::events::outbox::Enqueue;
 use latchkey_shared::events::Event;
@@ -197,11 +198,29 @@ impl Store {
     }
 
     /// Members of a team, oldest membership first.
-    pub async fn members(&self, project: Uuid, team: Uuid) -> Result<Vec<Uuid>, StoreError> {
-        let sql = "SELECT user_id FROM memberships WHERE project_id = $1 AND team_id = $2 ORDER BY created_at_millis, user_id";
-        Ok(
-            with_pool!(&self.db, pool => sqlx::query_scalar(sql).bind(project).bind(team).fetch_all(pool).await?),
-        )
+    /// Members of a team in user id order from `start` on, at most `limit`: a page of the
+    /// primary key, whatever the team's size.
+    pub async fn members_page(
+        &self,
+        project: Uuid,
+        team: Uuid,
+        start: Start,
+        limit: Option<usize>,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let sql = format!(
+            "SELECT user_id FROM memberships WHERE project_id = $1 AND team_id = $2 {from} \
+             ORDER BY user_id {order} {limit}",
+            from = start.condition("user_id", 3),
+            order = start.order(),
+            limit = limit.map(|l| format!("LIMIT {l}")).unwrap_or_default(),
+        );
+        Ok(with_pool!(&self.db, pool => {
+            let mut query = sqlx::query_scalar(&sql).bind(project).bind(team);
+            if let Some(id) = start.id {
+                query = query.bind(id);
+            }
+            query.fetch_all(pool).await?
+        }))
     }
 
     pub async fn is_member(
@@ -276,11 +295,32 @@ impl Store {
     }
 
     /// Direct grants of the project, sorted by team, user, permission.
-    pub async fn grants(&self, project: Uuid) -> Result<Vec<Grant>, StoreError> {
-        let sql =
-            "SELECT team_id, user_id, permission_id FROM team_permissions WHERE project_id = $1 \
-                   ORDER BY team_id, user_id, permission_id";
-        Ok(with_pool!(&self.db, pool => sqlx::query_as(sql).bind(project).fetch_all(pool).await?))
+    /// Team permission grants, of one team and/or one user when given (each from an index).
+    pub async fn grants(
+        &self,
+        project: Uuid,
+        team: Option<Uuid>,
+        user: Option<Uuid>,
+    ) -> Result<Vec<Grant>, StoreError> {
+        let mut filter = String::new();
+        let mut values = Vec::new();
+        for (column, value) in [("team_id", team), ("user_id", user)] {
+            if let Some(v) = value {
+                values.push(v);
+                filter.push_str(&format!(" AND {column} = ${}", values.len() + 1));
+            }
+        }
+        let sql = format!(
+            "SELECT team_id, user_id, permission_id FROM team_permissions WHERE project_id = $1{filter} \
+             ORDER BY team_id, user_id, permission_id"
+        );
+        Ok(with_pool!(&self.db, pool => {
+            let mut query = sqlx::query_as(&sql).bind(project);
+            for v in &values {
+                query = query.bind(v);
+            }
+            query.fetch_all(pool).await?
+        }))
     }
 
     /// Grants a permission (idempotent) and enqueues `events`.
@@ -402,9 +442,28 @@ impl Store {
     }
 
     /// Direct project grants, sorted by user then permission.
-    pub async fn project_grants(&self, project: Uuid) -> Result<Vec<(Uuid, String)>, StoreError> {
-        let sql = "SELECT user_id, permission_id FROM project_permissions WHERE project_id = $1 ORDER BY user_id, permission_id";
-        Ok(with_pool!(&self.db, pool => sqlx::query_as(sql).bind(project).fetch_all(pool).await?))
+    /// Project permission grants, of one user when given (from the primary key).
+    pub async fn project_grants(
+        &self,
+        project: Uuid,
+        user: Option<Uuid>,
+    ) -> Result<Vec<(Uuid, String)>, StoreError> {
+        let filter = if user.is_some() {
+            " AND user_id = $2"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT user_id, permission_id FROM project_permissions WHERE project_id = $1{filter} \
+             ORDER BY user_id, permission_id"
+        );
+        Ok(with_pool!(&self.db, pool => {
+            let mut query = sqlx::query_as(&sql).bind(project);
+            if let Some(u) = user {
+                query = query.bind(u);
+            }
+            query.fetch_all(pool).await?
+        }))
     }
 
     /// Grants project permissions (idempotent) and enqueues `events`.

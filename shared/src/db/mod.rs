@@ -11,6 +11,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 
 /// Connection pooling without per-statement pings.
 pub mod pool;
+/// Substring search from indexes, in id order.
+pub mod search;
 
 pub use pool::{Pool, Transaction};
 
@@ -61,8 +63,14 @@ impl Database {
                 .journal_mode(SqliteJournalMode::Wal)
                 .busy_timeout(Duration::from_secs(10))
                 .foreign_keys(true);
+            // Transactions write, and take the write lock when they begin: a deferred one whose
+            // first statement reads (a trigger, an index maintained by one) before it writes
+            // fails at once with SQLITE_BUSY when another writer committed meanwhile, instead of
+            // waiting its turn.
             Ok(Self::Sqlite(
-                Pool::connect(options, 8, ACQUIRE_TIMEOUT).await?,
+                Pool::connect(options, 8, ACQUIRE_TIMEOUT)
+                    .await?
+                    .beginning_with("BEGIN IMMEDIATE"),
             ))
         } else {
             Err(DbError::UnsupportedUrl)

@@ -55,6 +55,8 @@ struct Shared<DB: Database> {
     slots: Arc<Semaphore>,
     max: usize,
     acquire_timeout: Duration,
+    /// How transactions begin, when not the backend's default.
+    begin: Option<&'static str>,
 }
 
 impl<DB: Database> Pool<DB> {
@@ -73,10 +75,19 @@ impl<DB: Database> Pool<DB> {
                 slots: Arc::new(Semaphore::new(max)),
                 max,
                 acquire_timeout,
+                begin: None,
             }),
         };
         pool.shared.put_back(first);
         Ok(pool)
+    }
+
+    /// Transactions begin with `statement` (SQLite: `BEGIN IMMEDIATE`, see `Database::connect`).
+    pub fn beginning_with(mut self, statement: &'static str) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.begin = Some(statement);
+        }
+        self
     }
 
     /// A connection for a while; waits up to the acquire timeout for a free slot.
@@ -106,7 +117,8 @@ impl<DB: Database> Pool<DB> {
     pub async fn begin(&self) -> sqlx::Result<Transaction<DB>> {
         let mut conn = self.acquire().await?;
         conn.state = State::InTransaction;
-        let begun = DB::TransactionManager::begin(conn.raw(), None).await;
+        let statement = self.shared.begin.map(std::borrow::Cow::Borrowed);
+        let begun = DB::TransactionManager::begin(conn.raw(), statement).await;
         if let Err(e) = &begun {
             if breaks_connection(e) {
                 conn.state = State::Broken;

@@ -166,8 +166,8 @@ pub async fn sign_in(app: &App, ctx: &Context, code: &str) -> Result<SignedIn> {
 }
 
 async fn create_user(app: &App, ctx: &Context, settings: &Settings, address: &str) -> Result<Uuid> {
-    let user_id = Uuid::now_v7();
-    let mut row = users::new_row(ctx.project_id, user_id, app.now());
+    let mut row = users::new_row(ctx.project_id, app.now());
+    let user_id = row.id;
     row.otp_auth_enabled = true;
     let channel = users::reserve_email(app, ctx, user_id, address, true, true).await?;
     users::finish_create(app, ctx, row, settings, Some(channel), None).await?;

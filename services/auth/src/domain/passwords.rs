@@ -107,8 +107,8 @@ pub async fn sign_up(
     check_new(password, &settings)?;
     let address = email::normalize(address);
     let now = app.now();
-    let user_id = Uuid::now_v7();
-    let mut row = users::new_row(ctx.project_id, user_id, now);
+    let mut row = users::new_row(ctx.project_id, now);
+    let user_id = row.id;
     row.password_hash = Some(app.passwords.hash(password).await?);
 
     let channel_id = users::reserve_email(app, ctx, user_id, &address, false, true).await?;

@@ -18,6 +18,7 @@ use crate::error::{coded, Error, Result};
 use crate::store::accounts::{Revoke, UserRow};
 use crate::store::oauth::OAuthAccount;
 use crate::store::StoreError;
+use latchkey_shared::db::search::{Ids, Start};
 
 pub fn not_found(id: Uuid) -> Error {
     coded(
@@ -194,11 +195,19 @@ pub async fn get_many(app: &App, ctx: &Context, ids: &[Uuid]) -> Result<Vec<Valu
     Ok(users)
 }
 
-/// A fresh user row with defaults.
-pub fn new_row(project: Uuid, id: Uuid, now: i64) -> UserRow {
+/// A user id minted from its sign-up instant: a UUIDv7 whose timestamp is `now`, so ordering
+/// users by id orders them by sign-up time (ties by id), which is the users list's order and
+/// lets every service that keys rows by user id serve that order from its own index.
+pub fn new_id(now: i64) -> Uuid {
+    let millis = u64::try_from(now).unwrap_or_default();
+    uuid::Builder::from_unix_timestamp_millis(millis, &rand::random::<[u8; 10]>()).into_uuid()
+}
+
+/// A fresh user row with defaults, signed up at `now`.
+pub fn new_row(project: Uuid, now: i64) -> UserRow {
     UserRow {
         project_id: project,
-        id,
+        id: new_id(now),
         display_name: None,
         profile_image_url: None,
         client_metadata: "null".into(),
@@ -345,8 +354,8 @@ pub async fn create(app: &App, ctx: &Context, body: &Value) -> Result<Value> {
         }
     }
     let now = app.now();
-    let id = Uuid::now_v7();
-    let mut row = new_row(ctx.project_id, id, now);
+    let mut row = new_row(ctx.project_id, now);
+    let id = row.id;
     apply(app, ctx, &mut row, &w, &settings).await?;
     for linked in &w.oauth_providers {
         if !settings.oauth_providers.iter().any(|p| p.id == linked.id) {
@@ -672,136 +681,220 @@ pub struct ListQuery {
     pub include_restricted: bool,
 }
 
-/// One page of users and the cursor of the next.
-pub async fn list(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>, Option<Uuid>)> {
-    let searching = q.query.as_deref().is_some_and(|t| !t.is_empty());
-    match q.limit {
-        Some(limit) if q.team_id.is_none() && !searching => page(app, ctx, q, limit).await,
-        _ => filtered(app, ctx, q).await,
-    }
-}
+/// Candidates asked of a source at a time.
+const BATCH: usize = 500;
 
-/// A page read straight from the sign-up index: `limit + 1` users (more when restricted ones
-/// are left out), composed with only their own channels and provider records, so a page costs
-/// the same in a project of ten thousand users as in one of a million.
-async fn page(
-    app: &App,
-    ctx: &Context,
-    q: &ListQuery,
-    limit: usize,
-) -> Result<(Vec<Value>, Option<Uuid>)> {
+/// One page of users and the cursor of the next. Every variant reads from indexes in list
+/// order (user ids are minted from the sign-up instant, so id order is sign-up order): the
+/// users themselves, a team's members (teams), or search matches (display names here, contact
+/// values in contacts); then only the users of the page are composed. Restricted users left
+/// out and search matches within a team are filtered after composing, batch by batch, until
+/// the page is full.
+pub async fn list(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>, Option<Uuid>)> {
     let (_, settings) = app.project(ctx.project_id).await?;
-    let mut from = match q.cursor {
-        None => None,
+    let mut start = match q.cursor {
+        None => Start::first(q.desc),
+        // An unknown cursor gives an empty page (00 §5).
         Some(id) => match app.accounts.user(ctx.project_id, id).await? {
-            Some(row) => Some((row.signed_up_at_millis, id)),
+            Some(_) => Start {
+                id: Some(id),
+                inclusive: true,
+                desc: q.desc,
+            },
             None => return Ok((Vec::new(), None)),
         },
     };
+    let text = q.query.as_deref().filter(|t| !t.is_empty());
+    // One more than the page tells whether another page follows.
+    let want = q.limit.map(|l| l.saturating_add(1));
     let mut users: Vec<Value> = Vec::new();
-    // The row `from` points at once it has been read (pages start inclusive).
-    let mut seen: Option<Uuid> = None;
     loop {
-        let fetch = limit + 1 - users.len() + usize::from(seen.is_some());
-        let mut rows = app
-            .accounts
-            .users_page(ctx.project_id, from, q.desc, fetch)
-            .await?;
-        let exhausted = rows.len() < fetch;
-        if let Some(id) = seen {
-            rows.retain(|r| r.id != id);
-        }
-        let Some(last) = rows.last() else { break };
-        from = Some((last.signed_up_at_millis, last.id));
-        seen = Some(last.id);
+        let need = want.map_or(BATCH, |w| w.saturating_sub(users.len()).clamp(1, BATCH));
+        let (rows, last, exhausted) = candidates(app, ctx, q, text, start, need).await?;
+        let Some(last) = last else { break };
+        start = Start::after(last, q.desc);
         let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
-        let channels = channels_of(app, ctx, &ids).await?;
-        let oauth = oauth_of(app, ctx, &ids).await?;
+        let (channels, oauth) =
+            tokio::try_join!(channels_of(app, ctx, &ids), oauth_of(app, ctx, &ids))?;
+        // Within a team, the search applies to the members found (the team is the index).
+        let matching = |r: &UserRow| {
+            q.team_id.is_none() || text.is_none_or(|t| matches_text(r, of(&channels, &r.id), t))
+        };
         users.extend(
             rows.iter()
+                .filter(|r| matching(r))
                 .map(|r| view(r, of(&channels, &r.id), of(&oauth, &r.id), &settings))
                 .filter(|u| q.include_restricted || u["is_restricted"] == false),
         );
-        if users.len() > limit || exhausted {
+        if exhausted || want.is_some_and(|w| users.len() >= w) {
             break;
-        }
-    }
-    let next = cut_page(&mut users, limit);
-    with_selected_teams(app, ctx, &mut users).await?;
-    Ok((users, next))
-}
-
-/// Listing by team or search text (or without a limit): reads all the project's users and
-/// filters them in memory, then composes only those left. Fine for thousands of users, not
-/// for millions; the plain paged listing above is the scalable path.
-async fn filtered(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>, Option<Uuid>)> {
-    let (_, settings) = app.project(ctx.project_id).await?;
-    let mut rows = app.accounts.users(ctx.project_id).await?;
-    if q.desc {
-        rows.reverse();
-    }
-    if let Some(team) = q.team_id {
-        let request = teams::TeamRef {
-            team_id: team.to_string(),
-        };
-        let members = app
-            .teams()
-            .members_of_team(app.to_service(ctx, request))
-            .await?
-            .into_inner()
-            .user_ids;
-        rows.retain(|r| members.contains(&r.id.to_string()));
-    }
-    if let Some(text) = q.query.as_deref().filter(|t| !t.is_empty()) {
-        let needle = text.to_lowercase();
-        let id_text: String = text
-            .chars()
-            .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            .collect();
-        let request = contacts::SearchUsersRequest {
-            text: text.to_owned(),
-        };
-        let by_channel = app
-            .contacts()
-            .search_users(app.to_service(ctx, request))
-            .await?
-            .into_inner()
-            .user_ids;
-        rows.retain(|r| {
-            r.id.to_string() == id_text.to_lowercase()
-                || r.display_name
-                    .as_ref()
-                    .is_some_and(|n| n.to_lowercase().contains(&needle))
-                || by_channel.contains(&r.id.to_string())
-        });
-    }
-    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
-    // Only the remaining users' channels and records (an empty list would mean the project's).
-    let (channels, oauth) = if ids.is_empty() {
-        (HashMap::new(), HashMap::new())
-    } else {
-        (
-            channels_of(app, ctx, &ids).await?,
-            oauth_of(app, ctx, &ids).await?,
-        )
-    };
-    let mut users: Vec<Value> = rows
-        .iter()
-        .map(|r| view(r, of(&channels, &r.id), of(&oauth, &r.id), &settings))
-        .filter(|u| q.include_restricted || u["is_restricted"] == false)
-        .collect();
-    if let Some(cursor) = q.cursor {
-        let cursor = cursor.to_string();
-        match users.iter().position(|u| u["id"] == cursor.as_str()) {
-            Some(start) => {
-                users.drain(..start);
-            }
-            None => return Ok((Vec::new(), None)),
         }
     }
     let next = q.limit.and_then(|limit| cut_page(&mut users, limit));
     with_selected_teams(app, ctx, &mut users).await?;
     Ok((users, next))
+}
+
+/// Up to `need` candidate users in list order from `start`, the last candidate id (where the
+/// next batch starts), and whether none follow.
+async fn candidates(
+    app: &App,
+    ctx: &Context,
+    q: &ListQuery,
+    text: Option<&str>,
+    start: Start,
+    need: usize,
+) -> Result<(Vec<UserRow>, Option<Uuid>, bool)> {
+    let ids = match (q.team_id, text) {
+        (None, None) => {
+            let rows = app.accounts.users_page(ctx.project_id, start, need).await?;
+            let exhausted = rows.len() < need;
+            let last = rows.last().map(|r| r.id);
+            return Ok((rows, last, exhausted));
+        }
+        (Some(team), _) => team_members(app, ctx, team, start, need).await?,
+        (None, Some(text)) => search(app, ctx, text, start, need).await?,
+    };
+    let found = app.accounts.users_by_ids(ctx.project_id, &ids.ids).await?;
+    let mut by_id: HashMap<Uuid, UserRow> = found.into_iter().map(|r| (r.id, r)).collect();
+    // In the order found; ids without a user (deleted meanwhile) drop out.
+    let rows = ids.ids.iter().filter_map(|id| by_id.remove(id)).collect();
+    Ok((rows, ids.ids.last().copied(), ids.exhausted))
+}
+
+fn request_start(start: Start) -> (Option<String>, bool, bool) {
+    (
+        start.id.map(|id| id.to_string()),
+        start.inclusive,
+        start.desc,
+    )
+}
+
+fn ids_of(texts: Vec<String>) -> Vec<Uuid> {
+    texts
+        .iter()
+        .filter_map(|t| Uuid::parse_str(t).ok())
+        .collect()
+}
+
+/// A page of a team's members, from teams' index.
+async fn team_members(
+    app: &App,
+    ctx: &Context,
+    team: Uuid,
+    start: Start,
+    need: usize,
+) -> Result<Ids> {
+    let (from_user_id, include_from, desc) = request_start(start);
+    let request = teams::MembersRequest {
+        team_id: team.to_string(),
+        from_user_id,
+        include_from,
+        desc,
+        limit: u32::try_from(need).unwrap_or(u32::MAX),
+    };
+    let ids = ids_of(
+        app.teams()
+            .members_of_team(app.to_service(ctx, request))
+            .await?
+            .into_inner()
+            .user_ids,
+    );
+    Ok(Ids {
+        exhausted: ids.len() < need,
+        ids,
+    })
+}
+
+/// Users matching the search text (20 §2.1): the user with that id, users whose display name
+/// contains it (here), users with a contact value containing it (contacts); each side answers
+/// in list order, and the merge keeps only what both sides have answered for.
+async fn search(app: &App, ctx: &Context, text: &str, start: Start, need: usize) -> Result<Ids> {
+    let (from_user_id, include_from, desc) = request_start(start);
+    let request = contacts::SearchUsersRequest {
+        text: text.to_owned(),
+        from_user_id,
+        include_from,
+        desc,
+        limit: u32::try_from(need).unwrap_or(u32::MAX),
+    };
+    let by_channel = async {
+        let ids = ids_of(
+            app.contacts()
+                .search_users(app.to_service(ctx, request))
+                .await?
+                .into_inner()
+                .user_ids,
+        );
+        Ok::<_, Error>(Ids {
+            exhausted: ids.len() < need,
+            ids,
+        })
+    };
+    let by_name = async {
+        Ok::<_, Error>(
+            app.accounts
+                .search_display_names(ctx.project_id, text, start, need)
+                .await?,
+        )
+    };
+    let by_id = async {
+        let id = Uuid::parse_str(&id_text(text))
+            .ok()
+            .filter(|id| start.admits(*id));
+        let ids = match id {
+            Some(id) if app.accounts.user(ctx.project_id, id).await?.is_some() => vec![id],
+            _ => Vec::new(),
+        };
+        Ok::<_, Error>(Ids {
+            ids,
+            exhausted: true,
+        })
+    };
+    let (by_channel, by_name, by_id) = tokio::try_join!(by_channel, by_name, by_id)?;
+    Ok(merge([by_channel, by_name, by_id], start.desc, need))
+}
+
+/// The first `need` ids of sources in list order, up to where every source that has more has
+/// answered (a source that stopped at `need` may hold ids before another's last).
+fn merge<const N: usize>(sources: [Ids; N], desc: bool, need: usize) -> Ids {
+    let in_order = |a: &Uuid, b: &Uuid| if desc { b.cmp(a) } else { a.cmp(b) };
+    let bound = sources
+        .iter()
+        .filter(|s| !s.exhausted)
+        .filter_map(|s| s.ids.last().copied())
+        .min_by(in_order);
+    let all_exhausted = sources.iter().all(|s| s.exhausted);
+    let mut ids: Vec<Uuid> = sources.into_iter().flat_map(|s| s.ids).collect();
+    ids.sort_by(in_order);
+    ids.dedup();
+    if let Some(bound) = bound {
+        ids.retain(|id| in_order(id, &bound) != std::cmp::Ordering::Greater);
+    }
+    let exhausted = all_exhausted && ids.len() <= need;
+    ids.truncate(need);
+    Ids { ids, exhausted }
+}
+
+/// The search text as a user id may be written: letters, digits, `-`, `_` and `.` kept.
+fn id_text(text: &str) -> String {
+    text.chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .collect::<String>()
+        .to_lowercase()
+}
+
+/// The search rule (20 §2.1) on one user: its id, display name or any contact value.
+fn matches_text(row: &UserRow, channels: &[contacts::Channel], text: &str) -> bool {
+    let needle = text.to_lowercase();
+    row.id.to_string() == id_text(text)
+        || row
+            .display_name
+            .as_ref()
+            .is_some_and(|n| n.to_lowercase().contains(&needle))
+        || channels
+            .iter()
+            .any(|c| c.value.to_lowercase().contains(&needle))
 }
 
 /// Keeps the first `limit` users; the id of the first one left out is the next page's cursor.

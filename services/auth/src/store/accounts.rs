@@ -2,6 +2,7 @@
 //! through `with_pool!`; every change that others must hear of enqueues its events in the same
 //! transaction.
 
+use latchkey_shared::db::search::{self, Searchable, Start};
 use latchkey_shared::db::Database;
 use latchkey_shared::events::outbox::Enqueue;
 use latchkey_shared::events::Event;
@@ -33,6 +34,16 @@ pub struct UserRow {
     /// Base64 of the raw TOTP secret; set means MFA is required (10 §3).
     pub totp_secret: Option<String>,
 }
+
+/// Display names for the users list's search.
+const DISPLAY_NAMES: Searchable = Searchable {
+    table: "users",
+    id: "id",
+    text: "display_name",
+    indexed: "lower(display_name)",
+    fts: "user_search_fts",
+    fts_rows: "user_search",
+};
 
 const USER_COLUMNS: &str = "project_id, id, display_name, profile_image_url, client_metadata, \
     client_read_only_metadata, server_metadata, password_hash, otp_auth_enabled, selected_team_id, \
@@ -143,41 +154,40 @@ impl Accounts {
         Ok(latchkey_shared::db::select_in(&self.db, &select, project, "id", ids).await?)
     }
 
-    /// Up to `limit` users in sign-up order (ties by id) from `from` on, inclusive; backwards
-    /// with `desc`. Served by the `users_signed_up` index whatever the project's size.
+    /// Up to `limit` users in list order (user ids are minted from the sign-up instant, so id
+    /// order is sign-up order, ties by id) from `start` on: a page of the primary key whatever
+    /// the project's size.
     pub async fn users_page(
         &self,
         project: Uuid,
-        from: Option<(i64, Uuid)>,
-        desc: bool,
+        start: Start,
         limit: usize,
     ) -> Result<Vec<UserRow>, StoreError> {
-        let (cmp, order) = if desc { ("<=", "DESC") } else { (">=", "ASC") };
-        let from_clause = if from.is_some() {
-            format!("AND (signed_up_at_millis, id) {cmp} ($2, $3)")
-        } else {
-            String::new()
-        };
         let sql = format!(
-            "SELECT {USER_COLUMNS} FROM users WHERE project_id = $1 {from_clause} \
-             ORDER BY signed_up_at_millis {order}, id {order} LIMIT {}",
-            limit.min(10_000)
+            "SELECT {USER_COLUMNS} FROM users WHERE project_id = $1 {from} ORDER BY id {order} LIMIT {limit}",
+            from = start.condition("id", 2),
+            order = start.order(),
+            limit = limit.min(10_000),
         );
         Ok(with_pool!(&self.db, pool => {
             let mut query = sqlx::query_as(&sql).bind(project);
-            if let Some((at, id)) = from {
-                query = query.bind(at).bind(id);
+            if let Some(id) = start.id {
+                query = query.bind(id);
             }
             query.fetch_all(pool).await?
         }))
     }
 
-    /// Every user of a project, in sign-up order (ties by id).
-    pub async fn users(&self, project: Uuid) -> Result<Vec<UserRow>, StoreError> {
-        let sql = format!(
-            "SELECT {USER_COLUMNS} FROM users WHERE project_id = $1 ORDER BY signed_up_at_millis, id"
-        );
-        Ok(with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await?))
+    /// Users whose display name contains `text` (case-insensitive), in list order from `start`
+    /// on, at most `want`, from the display-name index (see `shared::db::search`).
+    pub async fn search_display_names(
+        &self,
+        project: Uuid,
+        text: &str,
+        start: Start,
+        want: usize,
+    ) -> Result<search::Ids, StoreError> {
+        Ok(search::matching(&self.db, &DISPLAY_NAMES, project, text, start, want).await?)
     }
 
     /// Rewrites a user, ends sessions as asked and enqueues `events`, atomically. Returns the

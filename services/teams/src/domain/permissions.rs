@@ -153,7 +153,7 @@ pub async fn held(
     user: Uuid,
 ) -> Result<BTreeSet<String>> {
     let defs = Definitions::load(store, project).await?;
-    let grants = store.grants(project).await?;
+    let grants = store.grants(project, Some(team), Some(user)).await?;
     let direct = grants
         .iter()
         .filter(|g| g.0 == team && g.1 == user)

@@ -31,7 +31,7 @@ impl Teams {
         recursive: bool,
     ) -> Result<Vec<Value>> {
         let defs = Definitions::load(&self.store, ctx.project_id).await?;
-        let grants = self.store.project_grants(ctx.project_id).await?;
+        let grants = self.store.project_grants(ctx.project_id, user).await?;
         let mut users: Vec<Uuid> = grants.iter().map(|g| g.0).collect();
         users.dedup();
         let mut rows: Vec<(Uuid, String)> = Vec::new();

@@ -420,7 +420,7 @@ impl Teams {
         permission: Option<&str>,
         recursive: bool,
     ) -> Result<Vec<Value>> {
-        let grants = self.store.grants(ctx.project_id).await?;
+        let grants = self.store.grants(ctx.project_id, team, user).await?;
         let defs = permissions::Definitions::load(&self.store, ctx.project_id).await?;
         let mut rows: Vec<Grant> = Vec::new();
         let mut pairs: Vec<(Uuid, Uuid)> = grants.iter().map(|g| (g.0, g.1)).collect();

@@ -173,8 +173,8 @@ pub async fn authenticate(
             "Sign-up is not enabled for this project.",
         ));
     }
-    let user_id = Uuid::now_v7();
-    let mut row = users::new_row(ctx.project_id, user_id, app.now());
+    let mut row = users::new_row(ctx.project_id, app.now());
+    let user_id = row.id;
     row.display_name = identity.display_name.clone();
     row.profile_image_url = identity.profile_image_url.clone();
     let channel = match &identity.email {
