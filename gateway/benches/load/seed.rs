@@ -20,6 +20,11 @@ const SIGNERS: usize = 8;
 /// Seeding requests in flight.
 const PARALLEL: usize = 32;
 
+/// A search text that only one user's address holds (the rare substring).
+pub const RARE_TEXT: &str = "rare.bench";
+/// A search text every seeded and bulk address starts with (the common prefix).
+pub const COMMON_TEXT: &str = "user";
+
 pub struct Fixtures {
     pub reader_id: String,
     pub reader_access: String,
@@ -70,18 +75,24 @@ pub async fn seed(stack: &Stack, users: usize, teams: usize) -> anyhow::Result<F
         signers.push(email);
     }
 
-    let ids: Vec<String> = futures::stream::iter(0..users.saturating_sub(SIGNERS + 1))
+    futures::stream::iter(0..users.saturating_sub(SIGNERS + 1))
         .map(|i| {
+            // One address holds the rare text, halfway through the list.
+            let address = if i == users / 2 {
+                format!("user{i}@{RARE_TEXT}.test")
+            } else {
+                format!("user{i}@bench.test")
+            };
             let r = stack
                 .req("server", Method::POST, "/users")
-                .json(&json!({ "primary_email": format!("user{i}@bench.test"), "display_name": format!("User {i}") }));
-            async move { json_of(r, 201).await.map(|b| b["id"].as_str().unwrap_or_default().to_owned()) }
+                .json(&json!({ "primary_email": address, "display_name": format!("User {i}") }));
+            async move { json_of(r, 201).await }
         })
         .buffer_unordered(PARALLEL)
         .collect::<Vec<_>>()
         .await
         .into_iter()
-        .collect::<anyhow::Result<_>>()?;
+        .collect::<anyhow::Result<Vec<_>>>()?;
 
     let team_ids: Vec<String> = futures::stream::iter(0..teams)
         .map(|i| {
@@ -100,14 +111,33 @@ pub async fn seed(stack: &Stack, users: usize, teams: usize) -> anyhow::Result<F
         .into_iter()
         .collect::<anyhow::Result<_>>()?;
     let big_team = team_ids.first().cloned().unwrap_or_default();
-    futures::stream::iter(ids.iter().take(BIG_TEAM))
+    // The first page of the list: members of the big team, each with it selected, so that page
+    // and the team's page both show selected teams.
+    let first_page = json_of(
+        stack.req("server", Method::GET, &format!("/users?limit={BIG_TEAM}")),
+        200,
+    )
+    .await?;
+    let first: Vec<String> = first_page["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|u| u["id"].as_str().map(str::to_owned))
+        .collect();
+    futures::stream::iter(first.iter())
         .map(|user| {
-            let r = stack.req(
+            let join = stack.req(
                 "server",
                 Method::POST,
                 &format!("/team-memberships/{big_team}/{user}"),
             );
-            async move { json_of(r.json(&json!({})), 201).await }
+            let select = stack
+                .req("server", Method::PATCH, &format!("/users/{user}"))
+                .json(&json!({ "selected_team_id": big_team }));
+            async move {
+                json_of(join.json(&json!({})), 201).await?;
+                json_of(select, 200).await
+            }
         })
         .buffer_unordered(PARALLEL)
         .collect::<Vec<_>>()
@@ -133,36 +163,122 @@ pub async fn seed(stack: &Stack, users: usize, teams: usize) -> anyhow::Result<F
     })
 }
 
-/// Adds `n` users (no addresses) to the project straight in the auth database, in batches.
-pub async fn bulk_users(database_url: &str, project_id: &str, n: usize) -> anyhow::Result<()> {
+/// Adds `n` users with an address each (`user<i>@bulk.bench.test`) straight into the auth and
+/// contacts databases, as the services would have written them: ids minted from their sign-up
+/// instant, after every seeded user.
+pub async fn bulk_users(stack: &Stack, n: usize) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    let pool = sqlx::PgPool::connect(database_url).await?;
-    let project = uuid::Uuid::parse_str(project_id)?;
+    let project = uuid::Uuid::parse_str(&stack.keys.project_id)?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_millis() as i64;
-    let mut done = 0usize;
-    while done < n {
-        let batch = (n - done).min(50_000);
-        let ids: Vec<uuid::Uuid> = (0..batch).map(|_| uuid::Uuid::now_v7()).collect();
-        sqlx::query(
-            "INSERT INTO users (project_id, id, display_name, client_metadata, \
-             client_read_only_metadata, server_metadata, otp_auth_enabled, restricted_by_admin, \
-             risk_score_bot, risk_score_free_trial_abuse, signed_up_at_millis, last_active_at_millis) \
-             SELECT $1, id, 'Bulk user', 'null', 'null', 'null', false, false, 0, 0, $2, $2 \
-             FROM UNNEST($3::uuid[]) AS id",
-        )
-        .bind(project)
-        .bind(now + done as i64)
-        .bind(&ids)
-        .execute(&pool)
-        .await?;
-        done += batch;
+    // Users one millisecond apart, each with its primary address.
+    let rows = |from: usize, count: usize| -> Vec<(uuid::Uuid, uuid::Uuid, i64, String)> {
+        (from..from + count)
+            .map(|i| {
+                let at = now + 1_000 + i as i64;
+                let id = uuid::Builder::from_unix_timestamp_millis(at as u64, &rand::random())
+                    .into_uuid();
+                (
+                    id,
+                    uuid::Uuid::new_v4(),
+                    at,
+                    format!("user{i}@bulk.bench.test"),
+                )
+            })
+            .collect()
+    };
+    let auth = stack.database_url("auth");
+    let contacts = stack.database_url("contacts");
+    const BATCH: usize = 20_000;
+    if auth.starts_with("postgres") {
+        let users = sqlx::PgPool::connect(&auth).await?;
+        let channels = sqlx::PgPool::connect(&contacts).await?;
+        let mut done = 0;
+        while done < n {
+            let batch = rows(done, (n - done).min(BATCH));
+            let ids: Vec<uuid::Uuid> = batch.iter().map(|r| r.0).collect();
+            let channel_ids: Vec<uuid::Uuid> = batch.iter().map(|r| r.1).collect();
+            let at: Vec<i64> = batch.iter().map(|r| r.2).collect();
+            let values: Vec<String> = batch.iter().map(|r| r.3.clone()).collect();
+            sqlx::query(
+                "INSERT INTO users (project_id, id, client_metadata, client_read_only_metadata, \
+                 server_metadata, otp_auth_enabled, restricted_by_admin, risk_score_bot, \
+                 risk_score_free_trial_abuse, signed_up_at_millis, last_active_at_millis) \
+                 SELECT $1, id, 'null', 'null', 'null', false, false, 0, 0, at, at \
+                 FROM UNNEST($2::uuid[], $3::bigint[]) AS u(id, at)",
+            )
+            .bind(project)
+            .bind(&ids)
+            .bind(&at)
+            .execute(&users)
+            .await?;
+            sqlx::query(
+                "INSERT INTO channels (project_id, id, user_id, value, used_for_auth, is_verified, \
+                 is_primary, created_at_millis) \
+                 SELECT $1, id, user_id, value, true, false, true, at \
+                 FROM UNNEST($2::uuid[], $3::uuid[], $4::text[], $5::bigint[]) AS c(id, user_id, value, at)",
+            )
+            .bind(project)
+            .bind(&channel_ids)
+            .bind(&ids)
+            .bind(&values)
+            .bind(&at)
+            .execute(&channels)
+            .await?;
+            done += batch.len();
+        }
+        for pool in [&users, &channels] {
+            sqlx::query("ANALYZE").execute(pool).await?;
+            pool.close().await;
+        }
+    } else {
+        let users = sqlx::SqlitePool::connect(&auth).await?;
+        let channels = sqlx::SqlitePool::connect(&contacts).await?;
+        let mut done = 0;
+        while done < n {
+            let batch = rows(done, (n - done).min(BATCH));
+            let mut tx = users.begin().await?;
+            for (id, _, at, _) in &batch {
+                sqlx::query(
+                    "INSERT INTO users (project_id, id, client_metadata, client_read_only_metadata, \
+                     server_metadata, otp_auth_enabled, restricted_by_admin, risk_score_bot, \
+                     risk_score_free_trial_abuse, signed_up_at_millis, last_active_at_millis) \
+                     VALUES ($1, $2, 'null', 'null', 'null', false, false, 0, 0, $3, $3)",
+                )
+                .bind(project)
+                .bind(id)
+                .bind(at)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            let mut tx = channels.begin().await?;
+            for (id, channel, at, value) in &batch {
+                sqlx::query(
+                    "INSERT INTO channels (project_id, id, user_id, value, used_for_auth, \
+                     is_verified, is_primary, created_at_millis) \
+                     VALUES ($1, $2, $3, $4, true, false, true, $5)",
+                )
+                .bind(project)
+                .bind(channel)
+                .bind(id)
+                .bind(value)
+                .bind(at)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            done += batch.len();
+        }
+        for pool in [&users, &channels] {
+            sqlx::query("ANALYZE").execute(pool).await?;
+            pool.close().await;
+        }
     }
-    sqlx::query("ANALYZE users").execute(&pool).await?;
-    pool.close().await;
     println!(
-        "  distributed  bulk-inserted {n} users in {:.1} s",
+        "  {:<12} bulk-inserted {n} users with addresses in {:.1} s",
+        stack.mode,
         started.elapsed().as_secs_f64()
     );
     Ok(())

@@ -1,11 +1,12 @@
-//! The systems under load: the embedded system in this process, or the distributed stack (one
-//! `latchkey serve` process per component on loopback, PostgreSQL databases and a RabbitMQ
-//! vhost made for this run and dropped after it).
+//! The systems under load, each in processes of their own so that the load generator (this
+//! process) is measured apart from them: the embedded system (`latchkey`, as `cargo run`
+//! starts it, on SQLite files made for this run), the distributed stack (one `latchkey serve`
+//! process per component on loopback, PostgreSQL databases and a RabbitMQ vhost made for this
+//! run and dropped after it), and a bare axum JSON handler (this benchmark's binary started
+//! again with `--bare-handler`), the yardstick of what one HTTP answer costs here.
 
 use std::time::Duration;
 
-use latchkey_gateway::limits::RateLimitConfig;
-use latchkey_gateway::system::{self, Databases, SystemConfig};
 use latchkey_shared::testing::Infra;
 use reqwest::{Method, RequestBuilder};
 
@@ -19,11 +20,14 @@ pub struct Keys {
 }
 
 enum Kind {
-    Embedded(system::Running),
+    Embedded(std::process::Child),
     Distributed {
         children: Vec<(&'static str, std::process::Child)>,
         infra: Infra,
-        auth_db_url: String,
+        /// Each service's database URL.
+        database_urls: Vec<(String, String)>,
+        /// Each component's metrics address.
+        metrics: Vec<(&'static str, String)>,
     },
 }
 
@@ -31,6 +35,8 @@ pub struct Stack {
     pub mode: &'static str,
     /// `http://host:port` of the gateway.
     pub base: String,
+    /// The gateway's address, for the lean load generator.
+    pub addr: std::net::SocketAddr,
     pub keys: Keys,
     pub http: reqwest::Client,
     kind: Kind,
@@ -51,42 +57,41 @@ fn free_port() -> anyhow::Result<String> {
 }
 
 impl Stack {
-    /// The embedded system (SQLite, in-process events) in this process, rate limits off.
+    /// The embedded system as `cargo run --release` starts it (SQLite, in-process events), in
+    /// a process of its own, rate limits off (the load comes from one address).
     pub async fn embedded() -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
-        let running = system::start(SystemConfig {
-            http_addr: "127.0.0.1:0".into(),
-            public_url: None,
-            databases: Databases::sqlite_in(dir.path()),
-            amqp_url: None,
-            mail: Default::default(),
-            max_body_bytes: 1 << 20,
-            key_cache_ttl: Duration::from_secs(2),
-            webhooks: latchkey_webhooks::Config {
-                database_url: String::new(),
-                retry_schedule: latchkey_webhooks::default_schedule(),
-                url_policy: latchkey_webhooks::UrlPolicy::EMBEDDED,
-            },
-            rate_limits: RateLimitConfig {
-                enabled: false,
-                ..RateLimitConfig::local()
-            },
-            secrets: latchkey_shared::sealed::SecretsKey::generate(),
-        })
-        .await?;
-        let created = running
-            .auth_client()?
-            .create_project(latchkey_proto::auth::v1::CreateProjectRequest {
-                display_name: "Bench".into(),
-            })
-            .await?
-            .into_inner();
+        let http_addr = free_port()?;
+        let log = std::fs::File::create(dir.path().join("embedded.log"))?;
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_latchkey"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("LATCHKEY_DATA_DIR", dir.path().join("data"))
+            .env("LATCHKEY_HTTP_ADDR", &http_addr)
+            .env("LATCHKEY_RATE_LIMITS", "off")
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        let base = format!("http://{http_addr}");
+        let http = client();
+        wait_ready(&http, &base, dir.path()).await?;
+        let project: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+            dir.path().join("data").join("project.json"),
+        )?)?;
+        let text = |k: &str| project[k].as_str().unwrap_or_default().to_owned();
         Ok(Self {
             mode: "embedded",
-            base: format!("http://{}", running.http_addr),
-            keys: keys(created),
-            http: client(),
-            kind: Kind::Embedded(running),
+            base,
+            addr: http_addr.parse()?,
+            keys: Keys {
+                project_id: text("project_id"),
+                client_key: text("publishable_client_key"),
+                server_key: text("secret_server_key"),
+                admin_key: text("super_secret_admin_key"),
+            },
+            http,
+            kind: Kind::Embedded(child),
             _dir: dir,
         })
     }
@@ -103,7 +108,11 @@ impl Stack {
                 url,
             ));
         }
-        let auth_db_url = env[0].1.clone();
+        let database_urls: Vec<(String, String)> = ["auth", "teams", "contacts", "webhooks"]
+            .iter()
+            .zip(&env)
+            .map(|(name, (_, url))| ((*name).to_owned(), url.clone()))
+            .collect();
         env.push(("LATCHKEY_AMQP_URL".into(), infra.amqp_vhost().await?));
         let token = latchkey_shared::crypto::random_base32(45);
         env.push(("LATCHKEY_INTERNAL_TOKEN".into(), token.clone()));
@@ -129,6 +138,7 @@ impl Stack {
         env.push(("LATCHKEY_WEBHOOK_ALLOW_LOOPBACK".into(), "true".into()));
         env.push(("RUST_LOG".into(), "warn".into()));
         let mut children = Vec::new();
+        let mut metrics = Vec::new();
         for (name, addr) in &listen {
             let log = std::fs::File::create(dir.path().join(format!("{name}.log")))?;
             let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_latchkey"));
@@ -136,7 +146,11 @@ impl Stack {
                 .arg(name)
                 .envs(env.iter().map(|(k, v)| (k, v)))
                 .env("LATCHKEY_DATA_DIR", dir.path())
-                .env("LATCHKEY_METRICS_ADDR", free_port()?)
+                .env("LATCHKEY_METRICS_ADDR", {
+                    let at = free_port()?;
+                    metrics.push((*name, at.clone()));
+                    at
+                })
                 .stdout(std::process::Stdio::null())
                 .stderr(log);
             if *name != "gateway" {
@@ -146,20 +160,7 @@ impl Stack {
         }
         let base = format!("http://{http_addr}");
         let http = client();
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while !http
-            .get(format!("{base}/health/ready"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            anyhow::ensure!(
-                std::time::Instant::now() < deadline,
-                "distributed stack not ready; logs in {}",
-                dir.path().display()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_ready(&http, &base, dir.path()).await?;
         let caller = latchkey_shared::grpc::PresentCaller::new(&token.into())?;
         let mut auth = latchkey_proto::auth::v1::projects_client::ProjectsClient::with_interceptor(
             latchkey_shared::grpc::lazy_channel(&listen[0].1)?,
@@ -173,13 +174,15 @@ impl Stack {
             .into_inner();
         Ok(Self {
             mode: "distributed",
+            addr: http_addr.parse()?,
             base,
             keys: keys(created),
             http,
             kind: Kind::Distributed {
                 children,
                 infra,
-                auth_db_url,
+                database_urls,
+                metrics,
             },
             _dir: dir,
         })
@@ -200,22 +203,48 @@ impl Stack {
             .header(header, key)
     }
 
-    /// The auth database (distributed mode), for bulk seeding.
-    pub fn auth_db_url(&self) -> Option<&str> {
+    /// Where a service keeps its data, for bulk seeding: a PostgreSQL URL, or the SQLite file
+    /// of the embedded system.
+    pub fn database_url(&self, service: &str) -> String {
         match &self.kind {
-            Kind::Distributed { auth_db_url, .. } => Some(auth_db_url),
-            Kind::Embedded(_) => None,
+            Kind::Distributed { database_urls, .. } => database_urls
+                .iter()
+                .find(|(name, _)| name == service)
+                .map(|(_, url)| url.clone())
+                .unwrap_or_default(),
+            Kind::Embedded(_) => format!(
+                "sqlite://{}",
+                self._dir
+                    .path()
+                    .join("data")
+                    .join(format!("{service}.db"))
+                    .display()
+            ),
         }
     }
 
-    /// Resident memory of each component process in MiB (embedded: this whole process,
-    /// load generator included).
+    /// A component's `/metrics` (embedded: the gateway's, which holds the services' series).
+    pub async fn metrics(&self, component: &str) -> String {
+        let url = match &self.kind {
+            Kind::Embedded(_) => format!("{}/metrics", self.base),
+            Kind::Distributed { metrics, .. } => metrics
+                .iter()
+                .find(|(name, _)| *name == component)
+                .map(|(_, addr)| format!("http://{addr}/metrics"))
+                .unwrap_or_default(),
+        };
+        match self.http.get(url).send().await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// Resident memory of each component process in MiB (embedded: the one process).
     pub fn rss(&self) -> Vec<(String, f64)> {
         match &self.kind {
-            Kind::Embedded(_) => vec![(
-                "embedded (bench process)".into(),
-                rss_mib(std::process::id()),
-            )],
+            Kind::Embedded(child) => {
+                vec![("embedded (all components)".into(), rss_mib(child.id()))]
+            }
             Kind::Distributed { children, .. } => children
                 .iter()
                 .map(|(name, child)| ((*name).to_owned(), rss_mib(child.id())))
@@ -225,17 +254,18 @@ impl Stack {
 
     pub async fn stop(self) -> anyhow::Result<()> {
         match self.kind {
-            Kind::Embedded(running) => running.shutdown().await,
+            Kind::Embedded(mut child) => {
+                terminate(&child);
+                child.wait()?;
+                Ok(())
+            }
             Kind::Distributed {
                 mut children,
                 infra,
                 ..
             } => {
                 for (_, child) in &children {
-                    let _ = std::process::Command::new("kill")
-                        .arg("-TERM")
-                        .arg(child.id().to_string())
-                        .status();
+                    terminate(child);
                 }
                 for (_, child) in &mut children {
                     let _ = child.wait();
@@ -245,6 +275,81 @@ impl Stack {
             }
         }
     }
+}
+
+fn terminate(child: &std::process::Child) {
+    let _ = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+}
+
+async fn wait_ready(
+    http: &reqwest::Client,
+    base: &str,
+    logs: &std::path::Path,
+) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !http
+        .get(format!("{base}/health/ready"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status() == 200)
+    {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "system not ready; logs in {}",
+            logs.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// A bare axum JSON handler in a process of its own.
+pub struct Bare {
+    pub addr: std::net::SocketAddr,
+    child: std::process::Child,
+}
+
+impl Bare {
+    pub async fn start() -> anyhow::Result<Self> {
+        let addr = free_port()?;
+        let child = std::process::Command::new(std::env::current_exe()?)
+            .arg("--bare-handler")
+            .arg(&addr)
+            .stdout(std::process::Stdio::null())
+            .spawn()?;
+        let http = client();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while http.get(format!("http://{addr}/")).send().await.is_err() {
+            anyhow::ensure!(std::time::Instant::now() < deadline, "bare handler not up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(Self {
+            addr: addr.parse()?,
+            child,
+        })
+    }
+
+    pub fn stop(mut self) {
+        terminate(&self.child);
+        let _ = self.child.wait();
+    }
+}
+
+/// Serves the bare handler until killed (the `--bare-handler ADDR` mode of this binary): one
+/// route answering a small JSON document, on tokio's default runtime, as a plain axum app would.
+pub fn serve_bare(addr: &str) -> anyhow::Result<()> {
+    tokio::runtime::Runtime::new()?.block_on(async {
+        let app = axum::Router::new().route(
+            "/",
+            axum::routing::get(|| async { axum::Json(serde_json::json!({ "status": "ok" })) }),
+        );
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        axum::serve(listener, app).await?;
+        Ok(())
+    })
 }
 
 fn keys(created: latchkey_proto::auth::v1::CreatedProject) -> Keys {

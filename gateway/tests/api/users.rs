@@ -248,10 +248,11 @@ both_modes!(listing_users, |app: &TestApp| async move {
 /// (id, display name, address, in the team)
 type Listed = (String, String, String, bool);
 
-// Every list variant pages through a project larger than one search window (1,000 rows), so
-// rare text is found through the text indexes and common text by walking, in sign-up order,
-// ascending and descending: search by display name and by address (rare, common, shorter than
-// a trigram, an exact id), a team's members, and search within a team.
+// Every list variant pages through a project larger than the search's walking windows (a few
+// hundred rows for these page sizes), so rare text is found through the text indexes and common
+// text by walking, in sign-up order, ascending and descending: search by display name and by
+// address (rare, common, shorter than a trigram, an exact id), a team's members, and search
+// within a team.
 both_modes!(
     list_variants_page_through_indexes,
     |app: &TestApp| async move {

@@ -5,9 +5,9 @@
 //!
 //! No single plan serves both kinds of text at a million rows: a common one ("user" in every
 //! address) is found at once by walking the id index and checking each row, while a rare one
-//! would make that walk read the whole project. So a search first walks one window of rows in
-//! id order; if the window holds too few matches they are rare, and the rest comes from the
-//! text index (PostgreSQL: `pg_trgm`; SQLite: an FTS5 `trigram` table), whose matches are few
+//! would make that walk read the whole project. So a search first walks two windows of rows in
+//! id order (twice, then eight times the matches asked for); if they hold too few matches the
+//! matches are rare, and the rest comes from the text index (PostgreSQL: `pg_trgm`; SQLite: an FTS5 `trigram` table), whose matches are few
 //! by then. Text shorter than three characters has no trigrams to look up; it is served by
 //! walking alone, which stops as soon as the page is full.
 
@@ -15,8 +15,12 @@ use uuid::Uuid;
 
 use super::Database;
 
-/// Rows one window walks before the text index takes over.
-const WINDOW: usize = 1_000;
+/// How many rows the walk reads before the text index takes over, as multiples of the matches
+/// asked for: a first window that common text fills at once, then a larger one.
+const WINDOWS: [usize; 2] = [2, 8];
+/// Rows a window reads at least and at most.
+const WINDOW_MIN: usize = 100;
+const WINDOW_MAX: usize = 10_000;
 
 /// Where a search or list page starts, in list order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,9 +129,12 @@ pub async fn matching(
     let needle = text.to_lowercase();
     let mut ids: Vec<Uuid> = Vec::new();
     let mut from = start;
+    let mut walks = 0usize;
     loop {
-        let (found, last, walked_all) =
-            walk(db, s, project, &needle, from, want - ids.len()).await?;
+        let factor = WINDOWS[walks.min(WINDOWS.len() - 1)];
+        walks += 1;
+        let window = (want * factor).clamp(WINDOW_MIN, WINDOW_MAX);
+        let (found, last, walked_all) = walk(db, s, project, &needle, from, window).await?;
         ids.extend(found);
         if ids.len() >= want {
             ids.truncate(want);
@@ -144,7 +151,7 @@ pub async fn matching(
         };
         from = Start::after(last, start.desc);
         // Without trigrams to look up, walking goes on from where the window ended.
-        if needle.chars().count() >= 3 {
+        if walks >= WINDOWS.len() && needle.chars().count() >= 3 {
             let asked = want - ids.len();
             let rest = indexed(db, s, project, &needle, from, asked).await?;
             let exhausted = rest.len() < asked;
@@ -162,9 +169,8 @@ async fn walk(
     project: Uuid,
     needle: &str,
     start: Start,
-    want: usize,
+    window: usize,
 ) -> sqlx::Result<(Vec<Uuid>, Option<Uuid>, bool)> {
-    let window = want.clamp(WINDOW, 10 * WINDOW);
     let sql = format!(
         "SELECT {id}, {text} FROM {table} WHERE project_id = $1 {from} ORDER BY {id} {order} LIMIT {window}",
         id = s.id,
@@ -228,9 +234,11 @@ async fn indexed(
             query.fetch_all(pool).await
         }
         Database::Sqlite(pool) => {
+            // The matches first (the text index), then their rows by key.
             let sql = format!(
-                "SELECT DISTINCT r.{id} AS id FROM {fts} JOIN {rows} r ON r.key = {fts}.rowid \
-                 WHERE {fts} MATCH $2 AND r.project_id = $1 {from} ORDER BY r.{id} {order} LIMIT {want}",
+                "SELECT DISTINCT r.{id} AS id FROM {rows} r \
+                 WHERE r.key IN (SELECT rowid FROM {fts} WHERE {fts} MATCH $2) \
+                 AND r.project_id = $1 {from} ORDER BY r.{id} {order} LIMIT {want}",
                 id = s.id,
                 fts = s.fts,
                 rows = s.fts_rows,
