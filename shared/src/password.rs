@@ -90,6 +90,7 @@ impl Lanes {
             let spawned = std::thread::Builder::new()
                 .name(format!("password-{i}"))
                 .spawn(move || {
+                    yield_to_requests();
                     let mut memory = Memory::new();
                     loop {
                         let waiting = Instant::now();
@@ -126,6 +127,33 @@ impl Lanes {
         });
         self.jobs.send(job).map_err(|_| PasswordError::Stopped)?;
         answer.await.map_err(|_| PasswordError::Stopped)
+    }
+}
+
+/// Lowers the calling thread's priority (nice 10, batch scheduling): hashing is throughput
+/// work that takes whatever the cores have left, while a request thread that wakes up is
+/// someone waiting, so it should not sit behind a hash in the scheduler's queue. Lanes still
+/// get every cycle the rest leaves idle. Raising niceness needs no privilege.
+fn yield_to_requests() {
+    #[cfg(target_os = "linux")]
+    {
+        use thread_priority::{
+            NormalThreadSchedulePolicy, ThreadPriority, ThreadPriorityValue, ThreadSchedulePolicy,
+        };
+        // The crate maps 0..=99 onto niceness 19..=-20; 22 is nice 10.
+        let lowered = ThreadPriorityValue::try_from(22u8)
+            .map_err(|e| format!("{e:?}"))
+            .and_then(|value| {
+                thread_priority::set_thread_priority_and_policy(
+                    thread_priority::thread_native_id(),
+                    ThreadPriority::Crossplatform(value),
+                    ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Batch),
+                )
+                .map_err(|e| format!("{e:?}"))
+            });
+        if let Err(e) = lowered {
+            tracing::warn!(error = %e, "could not lower the hashing threads' priority");
+        }
     }
 }
 
@@ -289,6 +317,32 @@ mod tests {
             .verify("interop", Some("$argon2id$v=19$garbage"))
             .await
             .unwrap_or(true));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn lanes_run_below_request_threads() {
+        let p = Passwords::new(1);
+        let _ = p.hash("warm").await;
+        // The lane's niceness and policy as the kernel reports them for its thread.
+        let lanes: Vec<(i64, i64)> = std::fs::read_dir("/proc/self/task")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|task| {
+                let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
+                if !comm.starts_with("password-") {
+                    return None;
+                }
+                let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+                let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+                // After the command: state is field 3, nice field 19, policy field 41.
+                Some((fields.get(16)?.parse().ok()?, fields.get(38)?.parse().ok()?))
+            })
+            .collect();
+        assert!(!lanes.is_empty());
+        // Nice 10, SCHED_BATCH (3).
+        assert!(lanes.iter().all(|l| *l == (10, 3)), "{lanes:?}");
     }
 
     #[tokio::test]
