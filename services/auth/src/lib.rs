@@ -68,7 +68,9 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let clock = deps.clock.clone();
     let routes = |db: Database, stop: latchkey_shared::shutdown::Shutdown| {
-        follow_teams(&deps, &db, stop);
+        // One store for the API and the consumer: what one writes, the other must not remember.
+        let accounts = store::accounts::Accounts::new(db.clone());
+        follow_teams(&deps, &db, accounts.clone(), stop);
         // Postgres is shared by every auth replica; a SQLite file belongs to one process.
         let freshness = match &db {
             Database::Postgres(_) => store::cached::Freshness::CheckVersion,
@@ -92,7 +94,7 @@ pub async fn serve(
         let app = Arc::new(app::App {
             teams,
             projects: store.clone(),
-            accounts: store::accounts::Accounts::new(db.clone()),
+            accounts,
             codes: latchkey_shared::codes::Codes::new(db.clone(), clock.clone()),
             passwords: Passwords::default(),
             contacts,
@@ -163,9 +165,14 @@ impl latchkey_shared::events::consume::Handler for TeamGone {
     }
 }
 
-fn follow_teams(deps: &Deps, db: &Database, stop: latchkey_shared::shutdown::Shutdown) {
+fn follow_teams(
+    deps: &Deps,
+    db: &Database,
+    accounts: store::accounts::Accounts,
+    stop: latchkey_shared::shutdown::Shutdown,
+) {
     use latchkey_shared::events::consume::{self, Dedupe, Handler};
-    let handler: Arc<dyn Handler> = Arc::new(TeamGone(store::accounts::Accounts::new(db.clone())));
+    let handler: Arc<dyn Handler> = Arc::new(TeamGone(accounts));
     let dedupe = Dedupe::new(db.clone(), QUEUE, deps.clock.clone());
     let bus = deps.bus.clone();
     tokio::spawn(async move {

@@ -3,6 +3,7 @@
 
 use latchkey_shared::db::search::{self, Searchable, Start};
 use latchkey_shared::db::{is_unique_violation, Database};
+use latchkey_shared::remembered::Remembered;
 use latchkey_shared::with_pool;
 use uuid::Uuid;
 
@@ -68,11 +69,17 @@ const CHANNEL_COLUMNS: &str =
 #[derive(Debug, Clone)]
 pub struct Store {
     db: Database,
+    /// One user's channels by (project, user) while this process is the database's only writer
+    /// (SQLite); every write below forgets the users it touched once it is done.
+    remembered: std::sync::Arc<Remembered<(Uuid, Uuid), Vec<Channel>>>,
 }
 
 impl Store {
     pub fn new(db: Database) -> Self {
-        Self { db }
+        Self {
+            remembered: std::sync::Arc::new(Remembered::over(&db)),
+            db,
+        }
     }
 
     pub async fn channel(&self, project: Uuid, id: Uuid) -> Result<Option<Channel>, StoreError> {
@@ -110,10 +117,21 @@ impl Store {
                 with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await?),
             );
         }
+        // One user's channels (a user read) may be remembered; a page's are read each time.
+        let ticket = match users {
+            [one] => match self.remembered.get(&(project, *one)) {
+                Ok(channels) => return Ok(channels),
+                Err(ticket) => Some(ticket),
+            },
+            _ => None,
+        };
         let select = format!("SELECT {CHANNEL_COLUMNS} FROM channels");
         let mut found: Vec<Channel> =
             latchkey_shared::db::select_in(&self.db, &select, project, "user_id", users).await?;
         found.sort_by_key(|c| (c.created_at_millis, c.id));
+        if let (Some(ticket), [one]) = (ticket, users) {
+            self.remembered.put((project, *one), ticket, found.clone());
+        }
         Ok(found)
     }
 
@@ -136,6 +154,12 @@ impl Store {
     /// Inserts a channel; when it is primary, the user's previous primary is demoted in the
     /// same transaction.
     pub async fn insert(&self, c: &Channel) -> Result<(), StoreError> {
+        let written = self.insert_unremembered(c).await;
+        self.remembered.forget(&(c.project_id, c.user_id));
+        written
+    }
+
+    async fn insert_unremembered(&self, c: &Channel) -> Result<(), StoreError> {
         with_pool!(&self.db, pool => {
             let mut tx = pool.begin().await?;
             if c.is_primary {
@@ -155,6 +179,12 @@ impl Store {
     /// Rewrites a channel's flags and value; demotes the user's other primary when it becomes
     /// primary.
     pub async fn update(&self, c: &Channel) -> Result<(), StoreError> {
+        let written = self.update_unremembered(c).await;
+        self.remembered.forget(&(c.project_id, c.user_id));
+        written
+    }
+
+    async fn update_unremembered(&self, c: &Channel) -> Result<(), StoreError> {
         with_pool!(&self.db, pool => {
             let mut tx = pool.begin().await?;
             if c.is_primary {
@@ -172,15 +202,17 @@ impl Store {
 
     pub async fn delete(&self, project: Uuid, id: Uuid) -> Result<(), StoreError> {
         let sql = "DELETE FROM channels WHERE project_id = $1 AND id = $2";
-        with_pool!(&self.db, pool => sqlx::query(sql).bind(project).bind(id).execute(pool).await.map(drop)?);
-        Ok(())
+        let deleted = with_pool!(&self.db, pool => sqlx::query(sql).bind(project).bind(id).execute(pool).await.map(drop));
+        // The id names no user: forget every user's channels (deletions are rare).
+        self.remembered.forget_all();
+        Ok(deleted?)
     }
 
     pub async fn delete_user(&self, project: Uuid, user: Uuid) -> Result<u64, StoreError> {
         let sql = "DELETE FROM channels WHERE project_id = $1 AND user_id = $2";
-        Ok(
-            with_pool!(&self.db, pool => sqlx::query(sql).bind(project).bind(user).execute(pool).await?.rows_affected()),
-        )
+        let deleted = with_pool!(&self.db, pool => sqlx::query(sql).bind(project).bind(user).execute(pool).await.map(|r| r.rows_affected()));
+        self.remembered.forget(&(project, user));
+        Ok(deleted?)
     }
 
     pub async fn insert_email(&self, e: &Email) -> Result<(), StoreError> {

@@ -3,9 +3,12 @@
 //! transaction.
 
 use latchkey_shared::db::search::{self, Searchable, Start};
+use std::sync::Arc;
+
 use latchkey_shared::db::Database;
 use latchkey_shared::events::outbox::Enqueue;
 use latchkey_shared::events::Event;
+use latchkey_shared::remembered::Remembered;
 use latchkey_shared::with_pool;
 use uuid::Uuid;
 
@@ -90,6 +93,9 @@ pub struct TokenLookup {
 #[derive(Debug, Clone)]
 pub struct Accounts {
     db: Database,
+    /// Users by (project, id) while this process is the database's only writer (SQLite); every
+    /// write below forgets the users it touched once it is done.
+    remembered: Arc<Remembered<(Uuid, Uuid), UserRow>>,
 }
 
 macro_rules! insert_user_sql {
@@ -105,7 +111,14 @@ macro_rules! insert_user_sql {
 
 impl Accounts {
     pub fn new(db: Database) -> Self {
-        Self { db }
+        Self {
+            remembered: Arc::new(Remembered::over(&db)),
+            db,
+        }
+    }
+
+    fn forget(&self, project: Uuid, user: Uuid) {
+        self.remembered.forget(&(project, user));
     }
 
     /// Creates a user, optionally with a first session, and its events, in one transaction.
@@ -115,33 +128,44 @@ impl Accounts {
         session: Option<&NewSession>,
         events: &[Event],
     ) -> Result<(), StoreError> {
-        with_pool!(&self.db, pool => {
-            let mut tx = pool.begin().await?;
-            sqlx::query(insert_user_sql!())
-                .bind(u.project_id).bind(u.id).bind(&u.display_name).bind(&u.profile_image_url)
-                .bind(&u.client_metadata).bind(&u.client_read_only_metadata).bind(&u.server_metadata)
-                .bind(&u.password_hash).bind(u.otp_auth_enabled).bind(u.selected_team_id)
-                .bind(u.restricted_by_admin).bind(&u.restricted_by_admin_reason)
-                .bind(&u.restricted_by_admin_private_details).bind(&u.country_code)
-                .bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
-                .bind(u.signed_up_at_millis).bind(u.last_active_at_millis).bind(&u.totp_secret)
-                .execute(&mut *tx).await?;
-            if let Some(s) = session {
-                insert_session!(&mut *tx, s);
-            }
-            for e in events {
-                (*tx).enqueue(e).await?;
-            }
-            tx.commit().await?;
-        });
-        Ok(())
+        let written: Result<(), StoreError> = async {
+            with_pool!(&self.db, pool => {
+                let mut tx = pool.begin().await?;
+                sqlx::query(insert_user_sql!())
+                    .bind(u.project_id).bind(u.id).bind(&u.display_name).bind(&u.profile_image_url)
+                    .bind(&u.client_metadata).bind(&u.client_read_only_metadata).bind(&u.server_metadata)
+                    .bind(&u.password_hash).bind(u.otp_auth_enabled).bind(u.selected_team_id)
+                    .bind(u.restricted_by_admin).bind(&u.restricted_by_admin_reason)
+                    .bind(&u.restricted_by_admin_private_details).bind(&u.country_code)
+                    .bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
+                    .bind(u.signed_up_at_millis).bind(u.last_active_at_millis).bind(&u.totp_secret)
+                    .execute(&mut *tx).await?;
+                if let Some(s) = session {
+                    insert_session!(&mut *tx, s);
+                }
+                for e in events {
+                    (*tx).enqueue(e).await?;
+                }
+                tx.commit().await?;
+            });
+            Ok(())
+        }
+        .await;
+        self.forget(u.project_id, u.id);
+        written
     }
 
     pub async fn user(&self, project: Uuid, id: Uuid) -> Result<Option<UserRow>, StoreError> {
+        let ticket = match self.remembered.get(&(project, id)) {
+            Ok(row) => return Ok(Some(row)),
+            Err(ticket) => ticket,
+        };
         let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE project_id = $1 AND id = $2");
-        Ok(
-            with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await?),
-        )
+        let row: Option<UserRow> = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await?);
+        if let Some(row) = &row {
+            self.remembered.put((project, id), ticket, row.clone());
+        }
+        Ok(row)
     }
 
     /// The users among `ids` (any order; unknown ids are skipped).
@@ -198,47 +222,52 @@ impl Accounts {
         revoke: Revoke,
         events: &[Event],
     ) -> Result<Vec<Uuid>, StoreError> {
-        let revoked = with_pool!(&self.db, pool => {
-            let mut tx = pool.begin().await?;
-            let done = sqlx::query(
-                "UPDATE users SET display_name = $1, profile_image_url = $2, client_metadata = $3, \
-                 client_read_only_metadata = $4, server_metadata = $5, password_hash = $6, \
-                 otp_auth_enabled = $7, selected_team_id = $8, restricted_by_admin = $9, \
-                 restricted_by_admin_reason = $10, restricted_by_admin_private_details = $11, \
-                 country_code = $12, risk_score_bot = $13, risk_score_free_trial_abuse = $14, \
-                 last_active_at_millis = $15, totp_secret = $16 WHERE project_id = $17 AND id = $18",
-            )
-            .bind(&u.display_name).bind(&u.profile_image_url).bind(&u.client_metadata)
-            .bind(&u.client_read_only_metadata).bind(&u.server_metadata).bind(&u.password_hash)
-            .bind(u.otp_auth_enabled).bind(u.selected_team_id).bind(u.restricted_by_admin)
-            .bind(&u.restricted_by_admin_reason).bind(&u.restricted_by_admin_private_details)
-            .bind(&u.country_code).bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
-            .bind(u.last_active_at_millis).bind(&u.totp_secret).bind(u.project_id).bind(u.id)
-            .execute(&mut *tx).await?;
-            if done.rows_affected() == 0 {
-                return Err(StoreError::NotFound);
-            }
-            let mut ids: Vec<Uuid> = Vec::new();
-            if revoke != Revoke::None {
-                let all: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM sessions WHERE project_id = $1 AND user_id = $2")
-                    .bind(u.project_id).bind(u.id).fetch_all(&mut *tx).await?;
-                let keep = match revoke { Revoke::AllExcept(keep) => keep, _ => None };
-                for id in all.into_iter().filter(|id| Some(*id) != keep) {
-                    sqlx::query("DELETE FROM sessions WHERE project_id = $1 AND id = $2")
-                        .bind(u.project_id).bind(id).execute(&mut *tx).await?;
-                    ids.push(id);
+        let written: Result<Vec<Uuid>, StoreError> = async {
+            let revoked = with_pool!(&self.db, pool => {
+                let mut tx = pool.begin().await?;
+                let done = sqlx::query(
+                    "UPDATE users SET display_name = $1, profile_image_url = $2, client_metadata = $3, \
+                     client_read_only_metadata = $4, server_metadata = $5, password_hash = $6, \
+                     otp_auth_enabled = $7, selected_team_id = $8, restricted_by_admin = $9, \
+                     restricted_by_admin_reason = $10, restricted_by_admin_private_details = $11, \
+                     country_code = $12, risk_score_bot = $13, risk_score_free_trial_abuse = $14, \
+                     last_active_at_millis = $15, totp_secret = $16 WHERE project_id = $17 AND id = $18",
+                )
+                .bind(&u.display_name).bind(&u.profile_image_url).bind(&u.client_metadata)
+                .bind(&u.client_read_only_metadata).bind(&u.server_metadata).bind(&u.password_hash)
+                .bind(u.otp_auth_enabled).bind(u.selected_team_id).bind(u.restricted_by_admin)
+                .bind(&u.restricted_by_admin_reason).bind(&u.restricted_by_admin_private_details)
+                .bind(&u.country_code).bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
+                .bind(u.last_active_at_millis).bind(&u.totp_secret).bind(u.project_id).bind(u.id)
+                .execute(&mut *tx).await?;
+                if done.rows_affected() == 0 {
+                    return Err(StoreError::NotFound);
                 }
-            }
-            for e in events {
-                (*tx).enqueue(e).await?;
-            }
-            if !ids.is_empty() {
-                (*tx).enqueue(&revocation_event(u.project_id, u.id, &ids, u.last_active_at_millis)).await?;
-            }
-            tx.commit().await?;
-            ids
-        });
-        Ok(revoked)
+                let mut ids: Vec<Uuid> = Vec::new();
+                if revoke != Revoke::None {
+                    let all: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM sessions WHERE project_id = $1 AND user_id = $2")
+                        .bind(u.project_id).bind(u.id).fetch_all(&mut *tx).await?;
+                    let keep = match revoke { Revoke::AllExcept(keep) => keep, _ => None };
+                    for id in all.into_iter().filter(|id| Some(*id) != keep) {
+                        sqlx::query("DELETE FROM sessions WHERE project_id = $1 AND id = $2")
+                            .bind(u.project_id).bind(id).execute(&mut *tx).await?;
+                        ids.push(id);
+                    }
+                }
+                for e in events {
+                    (*tx).enqueue(e).await?;
+                }
+                if !ids.is_empty() {
+                    (*tx).enqueue(&revocation_event(u.project_id, u.id, &ids, u.last_active_at_millis)).await?;
+                }
+                tx.commit().await?;
+                ids
+            });
+            Ok(revoked)
+        }
+        .await;
+        self.forget(u.project_id, u.id);
+        written
     }
 
     /// Records `step` as the user's last accepted TOTP step; false when it (or a later one) was
@@ -263,19 +292,24 @@ impl Accounts {
         id: Uuid,
         events: &[Event],
     ) -> Result<(), StoreError> {
-        with_pool!(&self.db, pool => {
-            let mut tx = pool.begin().await?;
-            let done = sqlx::query("DELETE FROM users WHERE project_id = $1 AND id = $2")
-                .bind(project).bind(id).execute(&mut *tx).await?;
-            if done.rows_affected() == 0 {
-                return Err(StoreError::NotFound);
-            }
-            for e in events {
-                (*tx).enqueue(e).await?;
-            }
-            tx.commit().await?;
-        });
-        Ok(())
+        let written: Result<(), StoreError> = async {
+            with_pool!(&self.db, pool => {
+                let mut tx = pool.begin().await?;
+                let done = sqlx::query("DELETE FROM users WHERE project_id = $1 AND id = $2")
+                    .bind(project).bind(id).execute(&mut *tx).await?;
+                if done.rows_affected() == 0 {
+                    return Err(StoreError::NotFound);
+                }
+                for e in events {
+                    (*tx).enqueue(e).await?;
+                }
+                tx.commit().await?;
+            });
+            Ok(())
+        }
+        .await;
+        self.forget(project, id);
+        written
     }
 
     /// Selects a team for a user (personal team at creation).
@@ -285,9 +319,14 @@ impl Accounts {
         user: Uuid,
         team: Uuid,
     ) -> Result<(), StoreError> {
-        with_pool!(&self.db, pool => sqlx::query("UPDATE users SET selected_team_id = $1 WHERE project_id = $2 AND id = $3")
-            .bind(team).bind(project).bind(user).execute(pool).await.map(drop))?;
-        Ok(())
+        let written: Result<(), StoreError> = async {
+            with_pool!(&self.db, pool => sqlx::query("UPDATE users SET selected_team_id = $1 WHERE project_id = $2 AND id = $3")
+                .bind(team).bind(project).bind(user).execute(pool).await.map(drop))?;
+            Ok(())
+        }
+        .await;
+        self.forget(project, user);
+        written
     }
 
     /// Clears a selected team that no longer holds the user (all its users when `user` is None).
@@ -297,28 +336,41 @@ impl Accounts {
         team: Uuid,
         user: Option<Uuid>,
     ) -> Result<u64, StoreError> {
-        let done = match user {
-            Some(user) => with_pool!(&self.db, pool => sqlx::query(
-                "UPDATE users SET selected_team_id = NULL WHERE project_id = $1 AND selected_team_id = $2 AND id = $3")
-                .bind(project).bind(team).bind(user).execute(pool).await?.rows_affected()),
-            None => with_pool!(&self.db, pool => sqlx::query(
-                "UPDATE users SET selected_team_id = NULL WHERE project_id = $1 AND selected_team_id = $2")
-                .bind(project).bind(team).execute(pool).await?.rows_affected()),
+        let written: Result<u64, StoreError> = async {
+            let done = match user {
+                Some(user) => with_pool!(&self.db, pool => sqlx::query(
+                    "UPDATE users SET selected_team_id = NULL WHERE project_id = $1 AND selected_team_id = $2 AND id = $3")
+                    .bind(project).bind(team).bind(user).execute(pool).await?.rows_affected()),
+                None => with_pool!(&self.db, pool => sqlx::query(
+                    "UPDATE users SET selected_team_id = NULL WHERE project_id = $1 AND selected_team_id = $2")
+                    .bind(project).bind(team).execute(pool).await?.rows_affected()),
+            };
+            Ok(done)
+        }
+        .await;
+        match user {
+            Some(user) => self.forget(project, user),
+            None => self.remembered.forget_all(),
         };
-        Ok(done)
+        written
     }
 
     /// Opens a session and marks the user active.
     pub async fn insert_session(&self, s: &NewSession) -> Result<(), StoreError> {
-        with_pool!(&self.db, pool => {
-            let mut tx = pool.begin().await?;
-            insert_session!(&mut *tx, s);
-            sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
-                .bind(s.session.created_at_millis).bind(s.session.project_id).bind(s.session.user_id)
-                .execute(&mut *tx).await?;
-            tx.commit().await?;
-        });
-        Ok(())
+        let written: Result<(), StoreError> = async {
+            with_pool!(&self.db, pool => {
+                let mut tx = pool.begin().await?;
+                insert_session!(&mut *tx, s);
+                sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                    .bind(s.session.created_at_millis).bind(s.session.project_id).bind(s.session.user_id)
+                    .execute(&mut *tx).await?;
+                tx.commit().await?;
+            });
+            Ok(())
+        }
+        .await;
+        self.forget(s.session.project_id, s.session.user_id);
+        written
     }
 
     pub async fn session(&self, project: Uuid, id: Uuid) -> Result<Option<SessionRow>, StoreError> {
@@ -382,38 +434,43 @@ impl Accounts {
         presented_hash: &str,
         new_token_hash: Option<&str>,
     ) -> Result<(), StoreError> {
-        match (&self.db, new_token_hash) {
-            // The common case, one statement (one round trip) on PostgreSQL.
-            (Database::Postgres(pool), None) => {
-                sqlx::query(
-                    "WITH s AS (UPDATE sessions SET last_used_at_millis = $1 \
-                     WHERE project_id = $2 AND id = $3 RETURNING user_id) \
-                     UPDATE users SET last_active_at_millis = $1 \
-                     WHERE project_id = $2 AND id IN (SELECT user_id FROM s)",
-                )
-                .bind(now)
-                .bind(s.project_id)
-                .bind(s.id)
-                .execute(pool)
-                .await?;
-            }
-            _ => with_pool!(&self.db, pool => {
-                let mut tx = pool.begin().await?;
-                sqlx::query("UPDATE sessions SET last_used_at_millis = $1 WHERE project_id = $2 AND id = $3")
-                    .bind(now).bind(s.project_id).bind(s.id).execute(&mut *tx).await?;
-                sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
-                    .bind(now).bind(s.project_id).bind(s.user_id).execute(&mut *tx).await?;
-                if let Some(new_hash) = new_token_hash {
-                    sqlx::query("UPDATE refresh_tokens SET superseded_at_millis = COALESCE(superseded_at_millis, $1) \
-                                 WHERE project_id = $2 AND token_hash = $3")
-                        .bind(now).bind(s.project_id).bind(presented_hash).execute(&mut *tx).await?;
-                    sqlx::query("INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) VALUES ($1, $2, $3, $4)")
-                        .bind(s.project_id).bind(new_hash).bind(s.id).bind(now).execute(&mut *tx).await?;
+        let written: Result<(), StoreError> = async {
+            match (&self.db, new_token_hash) {
+                // The common case, one statement (one round trip) on PostgreSQL.
+                (Database::Postgres(pool), None) => {
+                    sqlx::query(
+                        "WITH s AS (UPDATE sessions SET last_used_at_millis = $1 \
+                         WHERE project_id = $2 AND id = $3 RETURNING user_id) \
+                         UPDATE users SET last_active_at_millis = $1 \
+                         WHERE project_id = $2 AND id IN (SELECT user_id FROM s)",
+                    )
+                    .bind(now)
+                    .bind(s.project_id)
+                    .bind(s.id)
+                    .execute(pool)
+                    .await?;
                 }
-                tx.commit().await?;
-            }),
+                _ => with_pool!(&self.db, pool => {
+                    let mut tx = pool.begin().await?;
+                    sqlx::query("UPDATE sessions SET last_used_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                        .bind(now).bind(s.project_id).bind(s.id).execute(&mut *tx).await?;
+                    sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                        .bind(now).bind(s.project_id).bind(s.user_id).execute(&mut *tx).await?;
+                    if let Some(new_hash) = new_token_hash {
+                        sqlx::query("UPDATE refresh_tokens SET superseded_at_millis = COALESCE(superseded_at_millis, $1) \
+                                     WHERE project_id = $2 AND token_hash = $3")
+                            .bind(now).bind(s.project_id).bind(presented_hash).execute(&mut *tx).await?;
+                        sqlx::query("INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) VALUES ($1, $2, $3, $4)")
+                            .bind(s.project_id).bind(new_hash).bind(s.id).bind(now).execute(&mut *tx).await?;
+                    }
+                    tx.commit().await?;
+                }),
+            }
+            Ok(())
         }
-        Ok(())
+        .await;
+        self.forget(s.project_id, s.user_id);
+        written
     }
 
     /// Ends sessions and announces it; returns whether any existed.

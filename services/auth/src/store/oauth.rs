@@ -4,6 +4,7 @@
 //! and opened on every read.
 
 use latchkey_shared::db::Database;
+use latchkey_shared::remembered::Remembered;
 use latchkey_shared::sealed::SecretsKey;
 use latchkey_shared::with_pool;
 use uuid::Uuid;
@@ -40,11 +41,18 @@ pub const REFRESH_TOKEN: &str = "oauth-refresh-token";
 pub struct OAuthAccounts {
     db: Database,
     secrets: SecretsKey,
+    /// A user's records as stored (tokens sealed; opened on each read) by (project, user),
+    /// while this process is the database's only writer (SQLite); writes forget them.
+    remembered: std::sync::Arc<Remembered<(Uuid, Uuid), Vec<OAuthAccount>>>,
 }
 
 impl OAuthAccounts {
     pub fn new(db: Database, secrets: SecretsKey) -> Self {
-        Self { db, secrets }
+        Self {
+            remembered: std::sync::Arc::new(Remembered::over(&db)),
+            db,
+            secrets,
+        }
     }
 
     fn sealed(&self, a: &OAuthAccount) -> OAuthAccount {
@@ -77,12 +85,14 @@ impl OAuthAccounts {
             "INSERT INTO oauth_accounts ({COLUMNS}) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
         );
-        with_pool!(&self.db, pool => sqlx::query(&sql)
+        let inserted = with_pool!(&self.db, pool => sqlx::query(&sql)
             .bind(a.project_id).bind(a.id).bind(a.user_id).bind(&a.provider_id)
             .bind(&a.provider_type).bind(&a.account_id).bind(&a.email).bind(a.allow_sign_in)
             .bind(a.allow_connected_accounts).bind(&a.access_token).bind(&a.refresh_token)
             .bind(a.access_token_expires_at_millis).bind(&a.scopes).bind(a.created_at_millis)
-            .execute(pool).await.map(drop).map_err(super::sql::conflict_or_db))?;
+            .execute(pool).await.map(drop).map_err(super::sql::conflict_or_db));
+        self.remembered.forget(&(a.project_id, a.user_id));
+        inserted?;
         Ok(())
     }
 
@@ -98,8 +108,9 @@ impl OAuthAccounts {
             .bind(a.allow_connected_accounts).bind(&a.access_token).bind(&a.refresh_token)
             .bind(a.access_token_expires_at_millis).bind(&a.scopes)
             .bind(a.project_id).bind(a.id)
-            .execute(pool).await?.rows_affected());
-        if done == 0 {
+            .execute(pool).await.map(|r| r.rows_affected()));
+        self.remembered.forget(&(a.project_id, a.user_id));
+        if done? == 0 {
             return Err(StoreError::NotFound);
         }
         Ok(())
@@ -116,11 +127,16 @@ impl OAuthAccounts {
         project: Uuid,
         user: Uuid,
     ) -> Result<Vec<OAuthAccount>, StoreError> {
+        let ticket = match self.remembered.get(&(project, user)) {
+            Ok(rows) => return self.all_opened(rows),
+            Err(ticket) => ticket,
+        };
         let sql = format!(
             "SELECT {COLUMNS} FROM oauth_accounts WHERE project_id = $1 AND user_id = $2 \
              ORDER BY created_at_millis, id"
         );
-        let rows = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(user).fetch_all(pool).await?);
+        let rows: Vec<OAuthAccount> = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(user).fetch_all(pool).await?);
+        self.remembered.put((project, user), ticket, rows.clone());
         self.all_opened(rows)
     }
 
@@ -163,8 +179,10 @@ impl OAuthAccounts {
 
     pub async fn delete(&self, project: Uuid, id: Uuid) -> Result<bool, StoreError> {
         let done = with_pool!(&self.db, pool => sqlx::query("DELETE FROM oauth_accounts WHERE project_id = $1 AND id = $2")
-            .bind(project).bind(id).execute(pool).await?.rows_affected());
-        Ok(done > 0)
+            .bind(project).bind(id).execute(pool).await.map(|r| r.rows_affected()));
+        // Deletions are rare and name no user: forget every user's records.
+        self.remembered.forget_all();
+        Ok(done? > 0)
     }
 }
 
