@@ -25,6 +25,23 @@ use axum::Router;
 use crate::access;
 use crate::state::AppState;
 
+/// A JSON document a service composed, answered as it is instead of being parsed and written
+/// again on the way through.
+pub struct JsonText(pub String);
+
+impl axum::response::IntoResponse for JsonText {
+    fn into_response(self) -> axum::response::Response {
+        (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static("application/json"),
+            )],
+            self.0,
+        )
+            .into_response()
+    }
+}
+
 /// Everything under `/api/v1`. Access headers are validated for matched routes only, so an
 /// unknown path is 404 whatever the headers (80 §11.10).
 pub fn api(state: AppState) -> Router<AppState> {

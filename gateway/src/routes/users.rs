@@ -6,60 +6,80 @@ use axum::Json;
 use latchkey_proto::auth::v1 as pb;
 use latchkey_shared::error::ErrorCode;
 use latchkey_shared::headers::AccessType;
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
 
 use crate::access::{Access, AnyAccess, ServerAccess};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonValue, NoQuery, Query};
 use crate::state::AppState;
 
-/// Fields of the client read shape (20 §1.2).
-const CLIENT_FIELDS: [&str; 21] = [
-    "auth_with_email",
-    "client_metadata",
-    "client_read_only_metadata",
-    "display_name",
-    "has_password",
-    "id",
-    "is_anonymous",
-    "is_restricted",
-    "oauth_providers",
-    "otp_auth_enabled",
-    "passkey_auth_enabled",
-    "primary_email",
-    "primary_email_verified",
-    "profile_image_url",
-    "requires_totp_mfa",
-    "restricted_by_admin",
-    "restricted_by_admin_reason",
-    "restricted_reason",
-    "selected_team",
-    "selected_team_id",
-    "signed_up_at_millis",
-];
+use super::JsonText;
 
-/// The user as `access` may see it: the server shape, or its client subset.
-fn shaped(access: &Access, json: &str) -> ApiResult<Value> {
-    let user: Value = serde_json::from_str(json)
-        .map_err(|_| ApiError::new(ErrorCode::InternalServerError, "Bad user document."))?;
+/// The client read shape (20 §1.2): the client fields of the server document, copied as they
+/// are (fields in name order, as the server document has them), the selected team in its client
+/// shape.
+#[derive(Deserialize, Serialize)]
+struct ClientUser<'a> {
+    #[serde(borrow)]
+    auth_with_email: &'a RawValue,
+    #[serde(borrow)]
+    client_metadata: &'a RawValue,
+    #[serde(borrow)]
+    client_read_only_metadata: &'a RawValue,
+    #[serde(borrow)]
+    display_name: &'a RawValue,
+    #[serde(borrow)]
+    has_password: &'a RawValue,
+    #[serde(borrow)]
+    id: &'a RawValue,
+    #[serde(borrow)]
+    is_anonymous: &'a RawValue,
+    #[serde(borrow)]
+    is_restricted: &'a RawValue,
+    #[serde(borrow)]
+    oauth_providers: &'a RawValue,
+    #[serde(borrow)]
+    otp_auth_enabled: &'a RawValue,
+    #[serde(borrow)]
+    passkey_auth_enabled: &'a RawValue,
+    #[serde(borrow)]
+    primary_email: &'a RawValue,
+    #[serde(borrow)]
+    primary_email_verified: &'a RawValue,
+    #[serde(borrow)]
+    profile_image_url: &'a RawValue,
+    #[serde(borrow)]
+    requires_totp_mfa: &'a RawValue,
+    #[serde(borrow)]
+    restricted_by_admin: &'a RawValue,
+    #[serde(borrow)]
+    restricted_by_admin_reason: &'a RawValue,
+    #[serde(borrow)]
+    restricted_reason: &'a RawValue,
+    selected_team: Value,
+    #[serde(borrow)]
+    selected_team_id: &'a RawValue,
+    #[serde(borrow)]
+    signed_up_at_millis: &'a RawValue,
+}
+
+fn bad_document() -> ApiError {
+    ApiError::new(ErrorCode::InternalServerError, "Bad user document.")
+}
+
+/// The user as `access` may see it: the server document as auth composed it, or its client
+/// subset.
+fn shaped(access: &Access, json: String) -> ApiResult<JsonText> {
     if access.access_type != AccessType::Client {
-        return Ok(user);
+        return Ok(JsonText(json));
     }
-    let Value::Object(all) = user else {
-        return Ok(Value::Null);
-    };
-    let mut client: Map<String, Value> = all
-        .into_iter()
-        .filter(|(k, _)| CLIENT_FIELDS.contains(&k.as_str()))
-        .collect();
-    if let Some(team) = client.remove("selected_team") {
-        client.insert(
-            "selected_team".into(),
-            super::teams::team_shape(access, team),
-        );
-    }
-    Ok(Value::Object(client))
+    let mut client: ClientUser = serde_json::from_str(&json).map_err(|_| bad_document())?;
+    client.selected_team = super::teams::team_shape(access, client.selected_team);
+    serde_json::to_string(&client)
+        .map(JsonText)
+        .map_err(|_| bad_document())
 }
 
 fn me(access: &Access) -> ApiResult<String> {
@@ -71,14 +91,14 @@ fn me(access: &Access) -> ApiResult<String> {
     })
 }
 
-async fn get_user(app: &AppState, access: &Access, user_id: String) -> ApiResult<Json<Value>> {
+async fn get_user(app: &AppState, access: &Access, user_id: String) -> ApiResult<JsonText> {
     let user = app
         .users
         .clone()
         .get_user(access.request(pb::UserRef { user_id }))
         .await?
         .into_inner();
-    Ok(Json(shaped(access, &user.json)?))
+    shaped(access, user.json)
 }
 
 async fn update_user(
@@ -86,7 +106,7 @@ async fn update_user(
     access: &Access,
     user_id: String,
     body: Value,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<JsonText> {
     let request = pb::WriteUserRequest {
         user_id,
         body_json: body.to_string(),
@@ -97,7 +117,7 @@ async fn update_user(
         .update_user(access.request(request))
         .await?
         .into_inner();
-    Ok(Json(shaped(access, &user.json)?))
+    shaped(access, user.json)
 }
 
 async fn delete_user(app: &AppState, access: &Access, user_id: String) -> ApiResult<Json<Value>> {
@@ -119,7 +139,7 @@ pub async fn get_me(
     State(app): State<AppState>,
     AnyAccess(access): AnyAccess,
     _: Query<NoQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<JsonText> {
     let id = me(&access)?;
     get_user(&app, &access, id).await
 }
@@ -132,7 +152,7 @@ pub async fn update_me(
     AnyAccess(access): AnyAccess,
     _: Query<NoQuery>,
     JsonValue(body): JsonValue,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<JsonText> {
     let id = me(&access)?;
     update_user(&app, &access, id, body).await
 }
@@ -170,7 +190,7 @@ pub async fn list(
     State(app): State<AppState>,
     ServerAccess(access): ServerAccess,
     Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<JsonText> {
     if q.order_by.as_deref().is_some_and(|o| o != "signed_up_at") {
         return Err(ApiError::schema("order_by must be signed_up_at"));
     }
@@ -211,14 +231,33 @@ pub async fn list(
         .list_users(access.request(request))
         .await?
         .into_inner();
-    let items: Vec<Value> = page
+    // The users as auth composed them, written into the page without parsing them again.
+    #[derive(Serialize)]
+    struct Pagination {
+        next_cursor: Option<String>,
+    }
+    #[derive(Serialize)]
+    struct Page<'a> {
+        is_paginated: bool,
+        items: Vec<&'a RawValue>,
+        pagination: Pagination,
+    }
+    let items = page
         .items_json
         .iter()
-        .filter_map(|j| serde_json::from_str(j).ok())
-        .collect();
-    Ok(Json(
-        json!({ "items": items, "is_paginated": true, "pagination": { "next_cursor": page.next_cursor } }),
-    ))
+        .map(|j| serde_json::from_str::<&RawValue>(j))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| bad_document())?;
+    let body = Page {
+        is_paginated: true,
+        items,
+        pagination: Pagination {
+            next_cursor: page.next_cursor,
+        },
+    };
+    serde_json::to_string(&body)
+        .map(JsonText)
+        .map_err(|_| bad_document())
 }
 
 #[utoipa::path(post, path = "/api/v1/users", tag = "users",
@@ -229,7 +268,7 @@ pub async fn create(
     ServerAccess(access): ServerAccess,
     _: Query<NoQuery>,
     JsonValue(body): JsonValue,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, JsonText)> {
     let request = pb::WriteUserRequest {
         user_id: String::new(),
         body_json: body.to_string(),
@@ -240,7 +279,7 @@ pub async fn create(
         .create_user(access.request(request))
         .await?
         .into_inner();
-    Ok((StatusCode::CREATED, Json(shaped(&access, &user.json)?)))
+    Ok((StatusCode::CREATED, shaped(&access, user.json)?))
 }
 
 fn path_user(access: &Access, text: &str) -> ApiResult<String> {
@@ -259,7 +298,7 @@ pub async fn get(
     ServerAccess(access): ServerAccess,
     Path(id): Path<String>,
     _: Query<NoQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<JsonText> {
     let id = path_user(&access, &id)?;
     get_user(&app, &access, id).await
 }
@@ -273,7 +312,7 @@ pub async fn update(
     Path(id): Path<String>,
     _: Query<NoQuery>,
     JsonValue(body): JsonValue,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<JsonText> {
     let id = path_user(&access, &id)?;
     update_user(&app, &access, id, body).await
 }

@@ -41,6 +41,8 @@ pub struct App {
     pub public_url: String,
     /// Signing keys ready to sign access tokens.
     pub key_pairs: crate::domain::signing::KeyPairs,
+    /// Parsed settings by project, with the settings version they were parsed from.
+    pub settings: std::sync::Mutex<std::collections::HashMap<Uuid, (i64, Arc<Settings>)>>,
 }
 
 impl App {
@@ -48,8 +50,34 @@ impl App {
         self.clock.now_millis()
     }
 
-    pub async fn project(&self, id: Uuid) -> Result<(Project, Settings)> {
-        crate::domain::projects::get(&*self.projects, id).await
+    /// The project and its settings, parsed once per settings version: nearly every call reads
+    /// them, and the row itself is remembered by the caching store.
+    pub async fn project(&self, id: Uuid) -> Result<(Project, Arc<Settings>)> {
+        let project = self
+            .projects
+            .project(id)
+            .await?
+            .ok_or(crate::error::Error::ProjectNotFound(id))?;
+        let known = self.settings.lock().ok().and_then(|parsed| {
+            parsed
+                .get(&id)
+                .filter(|(version, _)| *version == project.settings_version)
+                .map(|(_, settings)| settings.clone())
+        });
+        let settings = match known {
+            Some(settings) => settings,
+            None => {
+                let settings = Arc::new(Settings::from_json(&project.settings)?);
+                if let Ok(mut parsed) = self.settings.lock() {
+                    if parsed.len() >= 10_000 {
+                        parsed.clear();
+                    }
+                    parsed.insert(id, (project.settings_version, settings.clone()));
+                }
+                settings
+            }
+        };
+        Ok((project, settings))
     }
 
     /// A client for one call to contacts, carrying the caller's context.

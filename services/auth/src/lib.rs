@@ -105,6 +105,7 @@ pub async fn serve(
             http: oauth_http()?,
             discovery: Default::default(),
             key_pairs: Default::default(),
+            settings: Default::default(),
         });
         let projects = grpc::Projects::new(store, clock);
         let routes =
