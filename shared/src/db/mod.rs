@@ -23,6 +23,10 @@ pub enum Database {
     Sqlite(Pool<sqlx::Sqlite>),
 }
 
+/// Connections to one SQLite file: one writes at a time (WAL), a few read beside it; each has a
+/// worker thread and a page cache of its own, so more only cost memory.
+const SQLITE_CONNECTIONS: usize = 4;
+
 /// Short, so that while the server is down calls fail with 503 within it instead of piling
 /// up; 1.5 s was too short for connection set-up on a loaded two-core machine.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -68,7 +72,7 @@ impl Database {
             // fails at once with SQLITE_BUSY when another writer committed meanwhile, instead of
             // waiting its turn.
             Ok(Self::Sqlite(
-                Pool::connect(options, 8, ACQUIRE_TIMEOUT)
+                Pool::connect(options, SQLITE_CONNECTIONS, ACQUIRE_TIMEOUT)
                     .await?
                     .beginning_with("BEGIN IMMEDIATE"),
             ))
