@@ -42,6 +42,14 @@ where
             })
         })
         .collect();
+    summary(tasks, started).await
+}
+
+/// The figures of workers that each report their latencies and errors.
+async fn summary(
+    tasks: Vec<tokio::task::JoinHandle<(Vec<Duration>, u64)>>,
+    started: Instant,
+) -> Stats {
     let (mut all, mut errors) = (Vec::new(), 0);
     for task in tasks {
         if let Ok((latencies, e)) = task.await {
@@ -160,21 +168,7 @@ pub fn blast(
                     })
                 })
                 .collect();
-            let (mut all, mut errors) = (Vec::new(), 0);
-            for task in tasks {
-                if let Ok((latencies, e)) = task.await {
-                    all.extend(latencies);
-                    errors += e;
-                }
-            }
-            let elapsed = started.elapsed().as_secs_f64();
-            all.sort_unstable();
-            Stats {
-                per_second: all.len() as f64 / elapsed,
-                p50_ms: percentile(&all, 0.50),
-                p99_ms: percentile(&all, 0.99),
-                errors,
-            }
+            summary(tasks, started).await
         })
     })
 }

@@ -79,6 +79,17 @@ const LIST_VARIANTS: [&str; 6] = [
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
+    // Drives one recorded request at an address for five seconds (to compare the load
+    // generator with others on the same system): `--drive ADDR FILE`.
+    if let Some(i) = args.iter().position(|a| a == "--drive") {
+        let addr = args.get(i + 1).cloned().unwrap_or_default().parse()?;
+        let request = std::fs::read(args.get(i + 2).cloned().unwrap_or_default())?;
+        let stats = drive::blast(addr, 16, Duration::from_secs(5), same(request), 200)
+            .join()
+            .unwrap_or_default();
+        print_row("drive", "recorded request", &stats);
+        return Ok(());
+    }
     if let Some(i) = args.iter().position(|a| a == "--bare-handler") {
         let addr = args.get(i + 1).cloned().unwrap_or_default();
         return stack::serve_bare(&addr);

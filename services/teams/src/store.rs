@@ -5,6 +5,7 @@ use latchkey_shared::db::search::Start;
 use latchkey_shared::db::{is_unique_violation, Database};
 use latchkey_shared::events::outbox::Enqueue;
 use latchkey_shared::events::Event;
+use latchkey_shared::remembered::Remembered;
 use latchkey_shared::with_pool;
 use uuid::Uuid;
 
@@ -57,11 +58,18 @@ pub type Grant = (Uuid, Uuid, String);
 #[derive(Debug, Clone)]
 pub struct Store {
     db: Database,
+    /// Teams by (project, id) while this process is the database's only writer (SQLite): a
+    /// user read shows the selected team on every `/users/me`. Every team write below forgets
+    /// the team it touched once it is done.
+    remembered: std::sync::Arc<Remembered<(Uuid, Uuid), Team>>,
 }
 
 impl Store {
     pub fn new(db: Database) -> Self {
-        Self { db }
+        Self {
+            remembered: std::sync::Arc::new(Remembered::over(&db)),
+            db,
+        }
     }
 
     /// Creates a team, optionally with its creator and the creator's grants, and its events.
@@ -91,14 +99,23 @@ impl Store {
     }
 
     pub async fn team(&self, project: Uuid, id: Uuid) -> Result<Option<Team>, StoreError> {
+        let ticket = match self.remembered.get(&(project, id)) {
+            Ok(team) => return Ok(Some(team)),
+            Err(ticket) => ticket,
+        };
         let sql = format!("SELECT {TEAM_COLUMNS} FROM teams WHERE project_id = $1 AND id = $2");
-        Ok(
-            with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await?),
-        )
+        let team: Option<Team> = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await?);
+        if let Some(team) = &team {
+            self.remembered.put((project, id), ticket, team.clone());
+        }
+        Ok(team)
     }
 
     /// The teams with these ids, in no particular order.
     pub async fn teams_by_ids(&self, project: Uuid, ids: &[Uuid]) -> Result<Vec<Team>, StoreError> {
+        if let [one] = ids {
+            return Ok(self.team(project, *one).await?.into_iter().collect());
+        }
         let select = format!("SELECT {TEAM_COLUMNS} FROM teams");
         Ok(latchkey_shared::db::select_in(&self.db, &select, project, "id", ids).await?)
     }
@@ -130,6 +147,12 @@ impl Store {
     }
 
     pub async fn update_team(&self, t: &Team, events: &[Event]) -> Result<(), StoreError> {
+        let written = self.update_team_unremembered(t, events).await;
+        self.remembered.forget(&(t.project_id, t.id));
+        written
+    }
+
+    async fn update_team_unremembered(&self, t: &Team, events: &[Event]) -> Result<(), StoreError> {
         with_pool!(&self.db, pool => {
             let mut tx = pool.begin().await?;
             sqlx::query("UPDATE teams SET display_name = $1, profile_image_url = $2, client_metadata = $3, \
@@ -147,6 +170,17 @@ impl Store {
 
     /// Deletes a team; memberships and grants go with it.
     pub async fn delete_team(
+        &self,
+        project: Uuid,
+        id: Uuid,
+        events: &[Event],
+    ) -> Result<bool, StoreError> {
+        let done = self.delete_team_unremembered(project, id, events).await;
+        self.remembered.forget(&(project, id));
+        done
+    }
+
+    async fn delete_team_unremembered(
         &self,
         project: Uuid,
         id: Uuid,

@@ -140,18 +140,20 @@ pub fn view(
     })
 }
 
+/// The user's row, or the answer for a user that is not there.
+async fn row_of(app: &App, ctx: &Context, id: Uuid) -> Result<UserRow> {
+    app.accounts
+        .user(ctx.project_id, id)
+        .await?
+        .ok_or_else(|| not_found_for(ctx, id))
+}
+
 /// Loads and composes one user: its row, provider records, channels (contacts) and settings
 /// are read at once, then the selected team (teams) if there is one.
 pub async fn get(app: &App, ctx: &Context, id: Uuid) -> Result<Value> {
-    let row = async {
-        app.accounts
-            .user(ctx.project_id, id)
-            .await?
-            .ok_or_else(|| not_found_for(ctx, id))
-    };
     let ids = [id];
     let (row, channels, oauth, (_, settings)) = tokio::try_join!(
-        row,
+        row_of(app, ctx, id),
         channels_of(app, ctx, &ids),
         oauth_of(app, ctx, &ids),
         app.project(ctx.project_id),
@@ -165,14 +167,8 @@ pub async fn get(app: &App, ctx: &Context, id: Uuid) -> Result<Value> {
 /// The user as an access token describes it (70 §1.1), under settings the caller has read:
 /// row and channels at once, provider records left out (no claim shows them).
 pub async fn for_token(app: &App, ctx: &Context, id: Uuid, settings: &Settings) -> Result<Value> {
-    let row = async {
-        app.accounts
-            .user(ctx.project_id, id)
-            .await?
-            .ok_or_else(|| not_found_for(ctx, id))
-    };
     let ids = [id];
-    let (row, channels) = tokio::try_join!(row, channels_of(app, ctx, &ids))?;
+    let (row, channels) = tokio::try_join!(row_of(app, ctx, id), channels_of(app, ctx, &ids))?;
     let mut user = [view(&row, of(&channels, &id), &[], settings)];
     with_selected_teams(app, ctx, &mut user).await?;
     let [user] = user;
