@@ -172,7 +172,7 @@ pub async fn sign_in(
     // same steps: sign-in time must not tell whether an account exists.
     let row = app
         .accounts
-        .user(ctx.project_id, user_id.unwrap_or(Uuid::nil()))
+        .user_from_database(ctx.project_id, user_id.unwrap_or(Uuid::nil()))
         .await?;
     let stored = row.as_ref().and_then(|r| r.password_hash.as_deref());
     let matches = app.passwords.verify(password, stored).await?;
