@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 
 use argon2::password_hash::rand_core::OsRng;
-use argon2::password_hash::{Output, ParamsString, PasswordHash, SaltString};
+use argon2::password_hash::{Output, ParamsString, PasswordHash, Salt, SaltString};
 use argon2::{Algorithm, Argon2, Block, Params, Version};
 use tokio::sync::{oneshot, OnceCell};
 
@@ -56,21 +56,32 @@ impl Memory {
         Self(vec![Block::default(); params().block_count()])
     }
 
-    /// The first `blocks` blocks; a stored hash asking for more than the lane holds (made with
-    /// other parameters) gets memory of its own for that one hash.
-    fn hash_into(
+    /// The `len`-byte argon2 output for `plain` and `salt`, computed in this memory; a hash
+    /// asking for more memory than the lane holds (a stored hash made with other parameters)
+    /// gets memory of its own for that one hash.
+    fn output(
         &mut self,
         argon2: &Argon2<'_>,
-        blocks: usize,
         plain: &[u8],
-        salt: &[u8],
-        out: &mut [u8],
-    ) -> argon2::Result<()> {
-        if blocks <= self.0.len() {
-            argon2.hash_password_into_with_memory(plain, salt, out, &mut self.0[..blocks])
-        } else {
-            argon2.hash_password_into_with_memory(plain, salt, out, vec![Block::default(); blocks])
-        }
+        salt: Salt<'_>,
+        len: usize,
+    ) -> argon2::password_hash::Result<Output> {
+        let mut salt_bytes = [0u8; 64];
+        let salt = salt.decode_b64(&mut salt_bytes)?;
+        let blocks = argon2.params().block_count();
+        Output::init_with(len, |out| {
+            let hashed = if blocks <= self.0.len() {
+                argon2.hash_password_into_with_memory(plain, salt, out, &mut self.0[..blocks])
+            } else {
+                argon2.hash_password_into_with_memory(
+                    plain,
+                    salt,
+                    out,
+                    vec![Block::default(); blocks],
+                )
+            };
+            hashed.map_err(|_| argon2::password_hash::Error::Crypto)
+        })
     }
 }
 
@@ -160,24 +171,15 @@ fn yield_to_requests() {
 /// An argon2id PHC string for `plain`, hashed in `memory`.
 fn hash_in(memory: &mut Memory, plain: &[u8]) -> Result<String, PasswordError> {
     let failed = |e: &dyn std::fmt::Display| PasswordError::Hash(e.to_string());
-    let params = params();
-    let argon2 = Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone());
+    let argon2 = Argon2::new(Algorithm::Argon2id, Version::V0x13, params());
     let salt = SaltString::generate(&mut OsRng);
-    let mut salt_bytes = [0u8; 64];
-    let raw_salt = salt
-        .as_salt()
-        .decode_b64(&mut salt_bytes)
+    let output = memory
+        .output(&argon2, plain, salt.as_salt(), Params::DEFAULT_OUTPUT_LEN)
         .map_err(|e| failed(&e))?;
-    let output = Output::init_with(Params::DEFAULT_OUTPUT_LEN, |out| {
-        memory
-            .hash_into(&argon2, params.block_count(), plain, raw_salt, out)
-            .map_err(|_| argon2::password_hash::Error::Crypto)
-    })
-    .map_err(|e| failed(&e))?;
     let phc = PasswordHash {
         algorithm: Algorithm::Argon2id.ident(),
         version: Some(Version::V0x13.into()),
-        params: ParamsString::try_from(&params).map_err(|e| failed(&e))?,
+        params: ParamsString::try_from(argon2.params()).map_err(|e| failed(&e))?,
         salt: Some(salt.as_salt()),
         hash: Some(output),
     };
@@ -204,18 +206,11 @@ fn verify_in(memory: &mut Memory, plain: &[u8], stored: &str) -> bool {
         Some(Ok(v)) => v,
         Some(Err(_)) => return false,
     };
-    let mut salt_bytes = [0u8; 64];
-    let Ok(raw_salt) = salt.decode_b64(&mut salt_bytes) else {
-        return false;
-    };
-    let argon2 = Argon2::new(algorithm, version, params.clone());
-    let computed = Output::init_with(expected.len(), |out| {
-        memory
-            .hash_into(&argon2, params.block_count(), plain, raw_salt, out)
-            .map_err(|_| argon2::password_hash::Error::Crypto)
-    });
+    let argon2 = Argon2::new(algorithm, version, params);
     // `Output`'s equality is constant-time.
-    computed.is_ok_and(|c| c == expected)
+    memory
+        .output(&argon2, plain, salt, expected.len())
+        .is_ok_and(|computed| computed == expected)
 }
 
 #[derive(Clone)]

@@ -10,6 +10,7 @@
 //! forgot that key (or everything) since the ticket was taken.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::hash::Hash;
 use std::sync::Mutex;
 
@@ -109,6 +110,31 @@ impl<K: Hash + Eq + Clone, V: Clone> Remembered<K, V> {
                 value: Some(value),
             },
         );
+    }
+
+    /// What is remembered for `key`, or what `read` finds in the database (then remembered,
+    /// unless a write to `key` came in between).
+    pub async fn or_read<E>(
+        &self,
+        key: K,
+        read: impl Future<Output = Result<Option<V>, E>>,
+    ) -> Result<Option<V>, E> {
+        let ticket = match self.get(&key) {
+            Ok(value) => return Ok(Some(value)),
+            Err(ticket) => ticket,
+        };
+        let found = read.await?;
+        if let Some(value) = &found {
+            self.put(key, ticket, value.clone());
+        }
+        Ok(found)
+    }
+
+    /// Runs a write to `key`, then forgets `key` whatever came of it.
+    pub async fn writing<T>(&self, key: &K, write: impl Future<Output = T>) -> T {
+        let done = write.await;
+        self.forget(key);
+        done
     }
 
     /// A write to `key`: forgotten, and reads in flight will not put it back.

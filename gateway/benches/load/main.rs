@@ -119,14 +119,10 @@ async fn run() -> anyhow::Result<()> {
     .join()
     .unwrap_or_default();
     bare.stop();
-    println!(
-        "  {:<12} {:<46} {:>9.1}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  {} errors",
+    print_row(
         "machine",
         "bare axum JSON handler (own process)",
-        bare_stats.per_second,
-        bare_stats.p50_ms,
-        bare_stats.p99_ms,
-        bare_stats.errors
+        &bare_stats,
     );
 
     let mut rows = vec![Row {

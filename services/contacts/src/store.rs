@@ -117,22 +117,20 @@ impl Store {
                 with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await?),
             );
         }
-        // One user's channels (a user read) may be remembered; a page's are read each time.
-        let ticket = match users {
-            [one] => match self.remembered.get(&(project, *one)) {
-                Ok(channels) => return Ok(channels),
-                Err(ticket) => Some(ticket),
-            },
-            _ => None,
+        let read = async {
+            let select = format!("SELECT {CHANNEL_COLUMNS} FROM channels");
+            let mut found: Vec<Channel> =
+                latchkey_shared::db::select_in(&self.db, &select, project, "user_id", users)
+                    .await?;
+            found.sort_by_key(|c| (c.created_at_millis, c.id));
+            Ok::<_, StoreError>(Some(found))
         };
-        let select = format!("SELECT {CHANNEL_COLUMNS} FROM channels");
-        let mut found: Vec<Channel> =
-            latchkey_shared::db::select_in(&self.db, &select, project, "user_id", users).await?;
-        found.sort_by_key(|c| (c.created_at_millis, c.id));
-        if let (Some(ticket), [one]) = (ticket, users) {
-            self.remembered.put((project, *one), ticket, found.clone());
-        }
-        Ok(found)
+        // One user's channels (a user read) may be remembered; a page's are read each time.
+        let found = match users {
+            [one] => self.remembered.or_read((project, *one), read).await?,
+            _ => read.await?,
+        };
+        Ok(found.unwrap_or_default())
     }
 
     /// Users with a channel whose value contains `text`, in user id order from `start` on, at
@@ -154,50 +152,46 @@ impl Store {
     /// Inserts a channel; when it is primary, the user's previous primary is demoted in the
     /// same transaction.
     pub async fn insert(&self, c: &Channel) -> Result<(), StoreError> {
-        let written = self.insert_unremembered(c).await;
-        self.remembered.forget(&(c.project_id, c.user_id));
-        written
-    }
-
-    async fn insert_unremembered(&self, c: &Channel) -> Result<(), StoreError> {
-        with_pool!(&self.db, pool => {
-            let mut tx = pool.begin().await?;
-            if c.is_primary {
-                sqlx::query("UPDATE channels SET is_primary = FALSE WHERE project_id = $1 AND user_id = $2 AND is_primary")
-                    .bind(c.project_id).bind(c.user_id).execute(&mut *tx).await?;
-            }
-            let sql = format!("INSERT INTO channels ({CHANNEL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
-            sqlx::query(&sql)
-                .bind(c.project_id).bind(c.id).bind(c.user_id).bind(&c.value)
-                .bind(c.used_for_auth).bind(c.is_verified).bind(c.is_primary).bind(c.created_at_millis)
-                .execute(&mut *tx).await?;
-            tx.commit().await?;
-        });
-        Ok(())
+        self.remembered
+            .writing(&(c.project_id, c.user_id), async {
+                with_pool!(&self.db, pool => {
+                    let mut tx = pool.begin().await?;
+                    if c.is_primary {
+                        sqlx::query("UPDATE channels SET is_primary = FALSE WHERE project_id = $1 AND user_id = $2 AND is_primary")
+                            .bind(c.project_id).bind(c.user_id).execute(&mut *tx).await?;
+                    }
+                    let sql = format!("INSERT INTO channels ({CHANNEL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
+                    sqlx::query(&sql)
+                        .bind(c.project_id).bind(c.id).bind(c.user_id).bind(&c.value)
+                        .bind(c.used_for_auth).bind(c.is_verified).bind(c.is_primary).bind(c.created_at_millis)
+                        .execute(&mut *tx).await?;
+                    tx.commit().await?;
+                });
+                Ok(())
+            })
+            .await
     }
 
     /// Rewrites a channel's flags and value; demotes the user's other primary when it becomes
     /// primary.
     pub async fn update(&self, c: &Channel) -> Result<(), StoreError> {
-        let written = self.update_unremembered(c).await;
-        self.remembered.forget(&(c.project_id, c.user_id));
-        written
-    }
-
-    async fn update_unremembered(&self, c: &Channel) -> Result<(), StoreError> {
-        with_pool!(&self.db, pool => {
-            let mut tx = pool.begin().await?;
-            if c.is_primary {
-                sqlx::query("UPDATE channels SET is_primary = FALSE WHERE project_id = $1 AND user_id = $2 AND is_primary AND id <> $3")
-                    .bind(c.project_id).bind(c.user_id).bind(c.id).execute(&mut *tx).await?;
-            }
-            sqlx::query("UPDATE channels SET value = $1, used_for_auth = $2, is_verified = $3, is_primary = $4 WHERE project_id = $5 AND id = $6")
-                .bind(&c.value).bind(c.used_for_auth).bind(c.is_verified).bind(c.is_primary)
-                .bind(c.project_id).bind(c.id)
-                .execute(&mut *tx).await?;
-            tx.commit().await?;
-        });
-        Ok(())
+        self.remembered
+            .writing(&(c.project_id, c.user_id), async {
+                with_pool!(&self.db, pool => {
+                    let mut tx = pool.begin().await?;
+                    if c.is_primary {
+                        sqlx::query("UPDATE channels SET is_primary = FALSE WHERE project_id = $1 AND user_id = $2 AND is_primary AND id <> $3")
+                            .bind(c.project_id).bind(c.user_id).bind(c.id).execute(&mut *tx).await?;
+                    }
+                    sqlx::query("UPDATE channels SET value = $1, used_for_auth = $2, is_verified = $3, is_primary = $4 WHERE project_id = $5 AND id = $6")
+                        .bind(&c.value).bind(c.used_for_auth).bind(c.is_verified).bind(c.is_primary)
+                        .bind(c.project_id).bind(c.id)
+                        .execute(&mut *tx).await?;
+                    tx.commit().await?;
+                });
+                Ok(())
+            })
+            .await
     }
 
     pub async fn delete(&self, project: Uuid, id: Uuid) -> Result<(), StoreError> {

@@ -99,16 +99,13 @@ impl Store {
     }
 
     pub async fn team(&self, project: Uuid, id: Uuid) -> Result<Option<Team>, StoreError> {
-        let ticket = match self.remembered.get(&(project, id)) {
-            Ok(team) => return Ok(Some(team)),
-            Err(ticket) => ticket,
+        let read = async {
+            let sql = format!("SELECT {TEAM_COLUMNS} FROM teams WHERE project_id = $1 AND id = $2");
+            Ok::<_, StoreError>(
+                with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await?),
+            )
         };
-        let sql = format!("SELECT {TEAM_COLUMNS} FROM teams WHERE project_id = $1 AND id = $2");
-        let team: Option<Team> = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await?);
-        if let Some(team) = &team {
-            self.remembered.put((project, id), ticket, team.clone());
-        }
-        Ok(team)
+        self.remembered.or_read((project, id), read).await
     }
 
     /// The teams with these ids, in no particular order.
@@ -147,25 +144,23 @@ impl Store {
     }
 
     pub async fn update_team(&self, t: &Team, events: &[Event]) -> Result<(), StoreError> {
-        let written = self.update_team_unremembered(t, events).await;
-        self.remembered.forget(&(t.project_id, t.id));
-        written
-    }
-
-    async fn update_team_unremembered(&self, t: &Team, events: &[Event]) -> Result<(), StoreError> {
-        with_pool!(&self.db, pool => {
-            let mut tx = pool.begin().await?;
-            sqlx::query("UPDATE teams SET display_name = $1, profile_image_url = $2, client_metadata = $3, \
-                         client_read_only_metadata = $4, server_metadata = $5 WHERE project_id = $6 AND id = $7")
-                .bind(&t.display_name).bind(&t.profile_image_url).bind(&t.client_metadata)
-                .bind(&t.client_read_only_metadata).bind(&t.server_metadata).bind(t.project_id).bind(t.id)
-                .execute(&mut *tx).await?;
-            for e in events {
-                (*tx).enqueue(e).await?;
-            }
-            tx.commit().await?;
-        });
-        Ok(())
+        self.remembered
+            .writing(&(t.project_id, t.id), async {
+                with_pool!(&self.db, pool => {
+                    let mut tx = pool.begin().await?;
+                    sqlx::query("UPDATE teams SET display_name = $1, profile_image_url = $2, client_metadata = $3, \
+                                 client_read_only_metadata = $4, server_metadata = $5 WHERE project_id = $6 AND id = $7")
+                        .bind(&t.display_name).bind(&t.profile_image_url).bind(&t.client_metadata)
+                        .bind(&t.client_read_only_metadata).bind(&t.server_metadata).bind(t.project_id).bind(t.id)
+                        .execute(&mut *tx).await?;
+                    for e in events {
+                        (*tx).enqueue(e).await?;
+                    }
+                    tx.commit().await?;
+                });
+                Ok(())
+            })
+            .await
     }
 
     /// Deletes a team; memberships and grants go with it.
@@ -175,33 +170,26 @@ impl Store {
         id: Uuid,
         events: &[Event],
     ) -> Result<bool, StoreError> {
-        let done = self.delete_team_unremembered(project, id, events).await;
-        self.remembered.forget(&(project, id));
-        done
-    }
-
-    async fn delete_team_unremembered(
-        &self,
-        project: Uuid,
-        id: Uuid,
-        events: &[Event],
-    ) -> Result<bool, StoreError> {
-        let done = with_pool!(&self.db, pool => {
-            let mut tx = pool.begin().await?;
-            // SQLite applies ON DELETE CASCADE only with foreign keys on, which the pool sets;
-            // the explicit deletes keep the result independent of that setting.
-            sqlx::query("DELETE FROM team_permissions WHERE project_id = $1 AND team_id = $2").bind(project).bind(id).execute(&mut *tx).await?;
-            sqlx::query("DELETE FROM memberships WHERE project_id = $1 AND team_id = $2").bind(project).bind(id).execute(&mut *tx).await?;
-            let done = sqlx::query("DELETE FROM teams WHERE project_id = $1 AND id = $2").bind(project).bind(id).execute(&mut *tx).await?;
-            if done.rows_affected() > 0 {
-                for e in events {
-                    (*tx).enqueue(e).await?;
-                }
-            }
-            tx.commit().await?;
-            done.rows_affected() > 0
-        });
-        Ok(done)
+        self.remembered
+            .writing(&(project, id), async {
+                let done = with_pool!(&self.db, pool => {
+                    let mut tx = pool.begin().await?;
+                    // SQLite applies ON DELETE CASCADE only with foreign keys on, which the pool sets;
+                    // the explicit deletes keep the result independent of that setting.
+                    sqlx::query("DELETE FROM team_permissions WHERE project_id = $1 AND team_id = $2").bind(project).bind(id).execute(&mut *tx).await?;
+                    sqlx::query("DELETE FROM memberships WHERE project_id = $1 AND team_id = $2").bind(project).bind(id).execute(&mut *tx).await?;
+                    let done = sqlx::query("DELETE FROM teams WHERE project_id = $1 AND id = $2").bind(project).bind(id).execute(&mut *tx).await?;
+                    if done.rows_affected() > 0 {
+                        for e in events {
+                            (*tx).enqueue(e).await?;
+                        }
+                    }
+                    tx.commit().await?;
+                    done.rows_affected() > 0
+                });
+                Ok(done)
+            })
+            .await
     }
 
     /// Memberships with profiles, oldest first, optionally of one team and/or one user.

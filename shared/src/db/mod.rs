@@ -57,7 +57,7 @@ impl Database {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let options = PgConnectOptions::from_str(url)?;
             Ok(Self::Postgres(
-                Pool::connect(options, 16, ACQUIRE_TIMEOUT).await?,
+                Pool::connect(options, 16, ACQUIRE_TIMEOUT, None).await?,
             ))
         } else if url.starts_with("sqlite:") {
             // WAL lets the CLI and a running server share the file (80 §11.15); the busy timeout
@@ -72,9 +72,13 @@ impl Database {
             // fails at once with SQLITE_BUSY when another writer committed meanwhile, instead of
             // waiting its turn.
             Ok(Self::Sqlite(
-                Pool::connect(options, SQLITE_CONNECTIONS, ACQUIRE_TIMEOUT)
-                    .await?
-                    .beginning_with("BEGIN IMMEDIATE"),
+                Pool::connect(
+                    options,
+                    SQLITE_CONNECTIONS,
+                    ACQUIRE_TIMEOUT,
+                    Some("BEGIN IMMEDIATE"),
+                )
+                .await?,
             ))
         } else {
             Err(DbError::UnsupportedUrl)
@@ -138,7 +142,6 @@ fn with_events(service: &Migrator, events: &Migrator) -> Migrator {
     }
 }
 
-/// Whether a write failed on a unique constraint (portable: `constraint()` is Postgres-only).
 /// Values bound per `IN` list; longer lists are queried in chunks of this many.
 const IN_LIST_CHUNK: usize = 500;
 
@@ -196,6 +199,7 @@ pub fn is_unavailable(err: &sqlx::Error) -> bool {
     }
 }
 
+/// Whether a write failed on a unique constraint (portable: `constraint()` is Postgres-only).
 pub fn is_unique_violation(err: &sqlx::Error) -> bool {
     err.as_database_error()
         .is_some_and(|d| d.is_unique_violation())

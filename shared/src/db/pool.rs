@@ -62,10 +62,13 @@ struct Shared<DB: Database> {
 impl<DB: Database> Pool<DB> {
     /// Opens one connection now (so a wrong URL or a server that is down fails at start) and
     /// the others as they are needed.
+    /// Transactions begin with `begin` when given (SQLite: `BEGIN IMMEDIATE`, see
+    /// `Database::connect`), else with the backend's default.
     pub async fn connect(
         options: <DB::Connection as Connection>::Options,
         max: usize,
         acquire_timeout: Duration,
+        begin: Option<&'static str>,
     ) -> sqlx::Result<Self> {
         let first = options.connect().await?;
         let pool = Self {
@@ -75,19 +78,11 @@ impl<DB: Database> Pool<DB> {
                 slots: Arc::new(Semaphore::new(max)),
                 max,
                 acquire_timeout,
-                begin: None,
+                begin,
             }),
         };
         pool.shared.put_back(first);
         Ok(pool)
-    }
-
-    /// Transactions begin with `statement` (SQLite: `BEGIN IMMEDIATE`, see `Database::connect`).
-    pub fn beginning_with(mut self, statement: &'static str) -> Self {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.begin = Some(statement);
-        }
-        self
     }
 
     /// A connection for a while; waits up to the acquire timeout for a free slot.
@@ -285,10 +280,7 @@ impl<DB: Database> Transaction<DB> {
 impl<DB: Database> Deref for Transaction<DB> {
     type Target = DB::Connection;
     fn deref(&self) -> &DB::Connection {
-        self.conn
-            .conn
-            .as_ref()
-            .unwrap_or_else(|| unreachable!("a transaction holds its connection"))
+        &self.conn
     }
 }
 

@@ -77,8 +77,8 @@ impl Drop for Registration {
     }
 }
 
-/// Calls the routes this process serves at `addr`; `None` when it serves nothing there (any
-/// more), so the caller goes over the network instead.
+/// Calls the routes this process serves at `addr`; gives the request back when it serves
+/// nothing there (any more), so the caller goes over the network instead.
 pub async fn call(
     addr: &SocketAddr,
     request: http::Request<Body>,

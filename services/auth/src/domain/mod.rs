@@ -12,5 +12,6 @@ pub mod settings;
 pub mod signing;
 pub mod tokens;
 pub mod totp;
+pub mod user_list;
 pub mod user_write;
 pub mod users;

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::app::App;
 use crate::domain::sessions::{self, Tokens};
 use crate::domain::user_write::Mode;
-use crate::domain::{mfa, otp, passwords, users};
+use crate::domain::{mfa, otp, passwords, user_list, users};
 use crate::error::{coded, Error};
 
 pub struct Users {
@@ -286,7 +286,7 @@ impl pb::users_server::Users for Users {
         let ctx = Context::read(request.metadata())?;
         server_only(&ctx)?;
         let req = request.into_inner();
-        let query = users::ListQuery {
+        let query = user_list::ListQuery {
             limit: req.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
             cursor: optional_uuid(req.cursor.as_deref(), "cursor")?,
             desc: req.desc,
@@ -294,7 +294,7 @@ impl pb::users_server::Users for Users {
             team_id: optional_uuid(req.team_id.as_deref(), "team_id")?,
             include_restricted: req.include_restricted,
         };
-        let (items, next) = users::list(&self.app, &ctx, &query).await?;
+        let (items, next) = user_list::list(&self.app, &ctx, &query).await?;
         Ok(Response::new(pb::UserPage {
             items_json: items.iter().map(Value::to_string).collect(),
             next_cursor: next.map(|n| n.to_string()),

@@ -117,10 +117,6 @@ impl Accounts {
         }
     }
 
-    fn forget(&self, project: Uuid, user: Uuid) {
-        self.remembered.forget(&(project, user));
-    }
-
     /// Creates a user, optionally with a first session, and its events, in one transaction.
     pub async fn insert_user(
         &self,
@@ -128,43 +124,36 @@ impl Accounts {
         session: Option<&NewSession>,
         events: &[Event],
     ) -> Result<(), StoreError> {
-        let written: Result<(), StoreError> = async {
-            with_pool!(&self.db, pool => {
-                let mut tx = pool.begin().await?;
-                sqlx::query(insert_user_sql!())
-                    .bind(u.project_id).bind(u.id).bind(&u.display_name).bind(&u.profile_image_url)
-                    .bind(&u.client_metadata).bind(&u.client_read_only_metadata).bind(&u.server_metadata)
-                    .bind(&u.password_hash).bind(u.otp_auth_enabled).bind(u.selected_team_id)
-                    .bind(u.restricted_by_admin).bind(&u.restricted_by_admin_reason)
-                    .bind(&u.restricted_by_admin_private_details).bind(&u.country_code)
-                    .bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
-                    .bind(u.signed_up_at_millis).bind(u.last_active_at_millis).bind(&u.totp_secret)
-                    .execute(&mut *tx).await?;
-                if let Some(s) = session {
-                    insert_session!(&mut *tx, s);
-                }
-                for e in events {
-                    (*tx).enqueue(e).await?;
-                }
-                tx.commit().await?;
-            });
-            Ok(())
-        }
-        .await;
-        self.forget(u.project_id, u.id);
-        written
+        self.remembered
+            .writing(&(u.project_id, u.id), async {
+                with_pool!(&self.db, pool => {
+                    let mut tx = pool.begin().await?;
+                    sqlx::query(insert_user_sql!())
+                        .bind(u.project_id).bind(u.id).bind(&u.display_name).bind(&u.profile_image_url)
+                        .bind(&u.client_metadata).bind(&u.client_read_only_metadata).bind(&u.server_metadata)
+                        .bind(&u.password_hash).bind(u.otp_auth_enabled).bind(u.selected_team_id)
+                        .bind(u.restricted_by_admin).bind(&u.restricted_by_admin_reason)
+                        .bind(&u.restricted_by_admin_private_details).bind(&u.country_code)
+                        .bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
+                        .bind(u.signed_up_at_millis).bind(u.last_active_at_millis).bind(&u.totp_secret)
+                        .execute(&mut *tx).await?;
+                    if let Some(s) = session {
+                        insert_session!(&mut *tx, s);
+                    }
+                    for e in events {
+                        (*tx).enqueue(e).await?;
+                    }
+                    tx.commit().await?;
+                });
+                Ok(())
+            })
+            .await
     }
 
     pub async fn user(&self, project: Uuid, id: Uuid) -> Result<Option<UserRow>, StoreError> {
-        let ticket = match self.remembered.get(&(project, id)) {
-            Ok(row) => return Ok(Some(row)),
-            Err(ticket) => ticket,
-        };
-        let row = self.user_from_database(project, id).await?;
-        if let Some(row) = &row {
-            self.remembered.put((project, id), ticket, row.clone());
-        }
-        Ok(row)
+        self.remembered
+            .or_read((project, id), self.user_from_database(project, id))
+            .await
     }
 
     /// The user as the database has it, never from memory: for password sign-in, where an
@@ -235,52 +224,51 @@ impl Accounts {
         revoke: Revoke,
         events: &[Event],
     ) -> Result<Vec<Uuid>, StoreError> {
-        let written: Result<Vec<Uuid>, StoreError> = async {
-            let revoked = with_pool!(&self.db, pool => {
-                let mut tx = pool.begin().await?;
-                let done = sqlx::query(
-                    "UPDATE users SET display_name = $1, profile_image_url = $2, client_metadata = $3, \
-                     client_read_only_metadata = $4, server_metadata = $5, password_hash = $6, \
-                     otp_auth_enabled = $7, selected_team_id = $8, restricted_by_admin = $9, \
-                     restricted_by_admin_reason = $10, restricted_by_admin_private_details = $11, \
-                     country_code = $12, risk_score_bot = $13, risk_score_free_trial_abuse = $14, \
-                     last_active_at_millis = $15, totp_secret = $16 WHERE project_id = $17 AND id = $18",
-                )
-                .bind(&u.display_name).bind(&u.profile_image_url).bind(&u.client_metadata)
-                .bind(&u.client_read_only_metadata).bind(&u.server_metadata).bind(&u.password_hash)
-                .bind(u.otp_auth_enabled).bind(u.selected_team_id).bind(u.restricted_by_admin)
-                .bind(&u.restricted_by_admin_reason).bind(&u.restricted_by_admin_private_details)
-                .bind(&u.country_code).bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
-                .bind(u.last_active_at_millis).bind(&u.totp_secret).bind(u.project_id).bind(u.id)
-                .execute(&mut *tx).await?;
-                if done.rows_affected() == 0 {
-                    return Err(StoreError::NotFound);
-                }
-                let mut ids: Vec<Uuid> = Vec::new();
-                if revoke != Revoke::None {
-                    let all: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM sessions WHERE project_id = $1 AND user_id = $2")
-                        .bind(u.project_id).bind(u.id).fetch_all(&mut *tx).await?;
-                    let keep = match revoke { Revoke::AllExcept(keep) => keep, _ => None };
-                    for id in all.into_iter().filter(|id| Some(*id) != keep) {
-                        sqlx::query("DELETE FROM sessions WHERE project_id = $1 AND id = $2")
-                            .bind(u.project_id).bind(id).execute(&mut *tx).await?;
-                        ids.push(id);
+        self.remembered
+            .writing(&(u.project_id, u.id), async {
+                let revoked = with_pool!(&self.db, pool => {
+                    let mut tx = pool.begin().await?;
+                    let done = sqlx::query(
+                        "UPDATE users SET display_name = $1, profile_image_url = $2, client_metadata = $3, \
+                         client_read_only_metadata = $4, server_metadata = $5, password_hash = $6, \
+                         otp_auth_enabled = $7, selected_team_id = $8, restricted_by_admin = $9, \
+                         restricted_by_admin_reason = $10, restricted_by_admin_private_details = $11, \
+                         country_code = $12, risk_score_bot = $13, risk_score_free_trial_abuse = $14, \
+                         last_active_at_millis = $15, totp_secret = $16 WHERE project_id = $17 AND id = $18",
+                    )
+                    .bind(&u.display_name).bind(&u.profile_image_url).bind(&u.client_metadata)
+                    .bind(&u.client_read_only_metadata).bind(&u.server_metadata).bind(&u.password_hash)
+                    .bind(u.otp_auth_enabled).bind(u.selected_team_id).bind(u.restricted_by_admin)
+                    .bind(&u.restricted_by_admin_reason).bind(&u.restricted_by_admin_private_details)
+                    .bind(&u.country_code).bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
+                    .bind(u.last_active_at_millis).bind(&u.totp_secret).bind(u.project_id).bind(u.id)
+                    .execute(&mut *tx).await?;
+                    if done.rows_affected() == 0 {
+                        return Err(StoreError::NotFound);
                     }
-                }
-                for e in events {
-                    (*tx).enqueue(e).await?;
-                }
-                if !ids.is_empty() {
-                    (*tx).enqueue(&revocation_event(u.project_id, u.id, &ids, u.last_active_at_millis)).await?;
-                }
-                tx.commit().await?;
-                ids
-            });
-            Ok(revoked)
-        }
-        .await;
-        self.forget(u.project_id, u.id);
-        written
+                    let mut ids: Vec<Uuid> = Vec::new();
+                    if revoke != Revoke::None {
+                        let all: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM sessions WHERE project_id = $1 AND user_id = $2")
+                            .bind(u.project_id).bind(u.id).fetch_all(&mut *tx).await?;
+                        let keep = match revoke { Revoke::AllExcept(keep) => keep, _ => None };
+                        for id in all.into_iter().filter(|id| Some(*id) != keep) {
+                            sqlx::query("DELETE FROM sessions WHERE project_id = $1 AND id = $2")
+                                .bind(u.project_id).bind(id).execute(&mut *tx).await?;
+                            ids.push(id);
+                        }
+                    }
+                    for e in events {
+                        (*tx).enqueue(e).await?;
+                    }
+                    if !ids.is_empty() {
+                        (*tx).enqueue(&revocation_event(u.project_id, u.id, &ids, u.last_active_at_millis)).await?;
+                    }
+                    tx.commit().await?;
+                    ids
+                });
+                Ok(revoked)
+            })
+            .await
     }
 
     /// Records `step` as the user's last accepted TOTP step; false when it (or a later one) was
@@ -305,24 +293,23 @@ impl Accounts {
         id: Uuid,
         events: &[Event],
     ) -> Result<(), StoreError> {
-        let written: Result<(), StoreError> = async {
-            with_pool!(&self.db, pool => {
-                let mut tx = pool.begin().await?;
-                let done = sqlx::query("DELETE FROM users WHERE project_id = $1 AND id = $2")
-                    .bind(project).bind(id).execute(&mut *tx).await?;
-                if done.rows_affected() == 0 {
-                    return Err(StoreError::NotFound);
-                }
-                for e in events {
-                    (*tx).enqueue(e).await?;
-                }
-                tx.commit().await?;
-            });
-            Ok(())
-        }
-        .await;
-        self.forget(project, id);
-        written
+        self.remembered
+            .writing(&(project, id), async {
+                with_pool!(&self.db, pool => {
+                    let mut tx = pool.begin().await?;
+                    let done = sqlx::query("DELETE FROM users WHERE project_id = $1 AND id = $2")
+                        .bind(project).bind(id).execute(&mut *tx).await?;
+                    if done.rows_affected() == 0 {
+                        return Err(StoreError::NotFound);
+                    }
+                    for e in events {
+                        (*tx).enqueue(e).await?;
+                    }
+                    tx.commit().await?;
+                });
+                Ok(())
+            })
+            .await
     }
 
     /// Selects a team for a user (personal team at creation).
@@ -332,14 +319,13 @@ impl Accounts {
         user: Uuid,
         team: Uuid,
     ) -> Result<(), StoreError> {
-        let written: Result<(), StoreError> = async {
-            with_pool!(&self.db, pool => sqlx::query("UPDATE users SET selected_team_id = $1 WHERE project_id = $2 AND id = $3")
-                .bind(team).bind(project).bind(user).execute(pool).await.map(drop))?;
-            Ok(())
-        }
-        .await;
-        self.forget(project, user);
-        written
+        self.remembered
+            .writing(&(project, user), async {
+                with_pool!(&self.db, pool => sqlx::query("UPDATE users SET selected_team_id = $1 WHERE project_id = $2 AND id = $3")
+                    .bind(team).bind(project).bind(user).execute(pool).await.map(drop))?;
+                Ok(())
+            })
+            .await
     }
 
     /// Clears a selected team that no longer holds the user (all its users when `user` is None).
@@ -362,7 +348,7 @@ impl Accounts {
         }
         .await;
         match user {
-            Some(user) => self.forget(project, user),
+            Some(user) => self.remembered.forget(&(project, user)),
             None => self.remembered.forget_all(),
         };
         written
@@ -370,20 +356,19 @@ impl Accounts {
 
     /// Opens a session and marks the user active.
     pub async fn insert_session(&self, s: &NewSession) -> Result<(), StoreError> {
-        let written: Result<(), StoreError> = async {
-            with_pool!(&self.db, pool => {
-                let mut tx = pool.begin().await?;
-                insert_session!(&mut *tx, s);
-                sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
-                    .bind(s.session.created_at_millis).bind(s.session.project_id).bind(s.session.user_id)
-                    .execute(&mut *tx).await?;
-                tx.commit().await?;
-            });
-            Ok(())
-        }
-        .await;
-        self.forget(s.session.project_id, s.session.user_id);
-        written
+        self.remembered
+            .writing(&(s.session.project_id, s.session.user_id), async {
+                with_pool!(&self.db, pool => {
+                    let mut tx = pool.begin().await?;
+                    insert_session!(&mut *tx, s);
+                    sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                        .bind(s.session.created_at_millis).bind(s.session.project_id).bind(s.session.user_id)
+                        .execute(&mut *tx).await?;
+                    tx.commit().await?;
+                });
+                Ok(())
+            })
+            .await
     }
 
     pub async fn session(&self, project: Uuid, id: Uuid) -> Result<Option<SessionRow>, StoreError> {
@@ -447,43 +432,42 @@ impl Accounts {
         presented_hash: &str,
         new_token_hash: Option<&str>,
     ) -> Result<(), StoreError> {
-        let written: Result<(), StoreError> = async {
-            match (&self.db, new_token_hash) {
-                // The common case, one statement (one round trip) on PostgreSQL.
-                (Database::Postgres(pool), None) => {
-                    sqlx::query(
-                        "WITH s AS (UPDATE sessions SET last_used_at_millis = $1 \
-                         WHERE project_id = $2 AND id = $3 RETURNING user_id) \
-                         UPDATE users SET last_active_at_millis = $1 \
-                         WHERE project_id = $2 AND id IN (SELECT user_id FROM s)",
-                    )
-                    .bind(now)
-                    .bind(s.project_id)
-                    .bind(s.id)
-                    .execute(pool)
-                    .await?;
-                }
-                _ => with_pool!(&self.db, pool => {
-                    let mut tx = pool.begin().await?;
-                    sqlx::query("UPDATE sessions SET last_used_at_millis = $1 WHERE project_id = $2 AND id = $3")
-                        .bind(now).bind(s.project_id).bind(s.id).execute(&mut *tx).await?;
-                    sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
-                        .bind(now).bind(s.project_id).bind(s.user_id).execute(&mut *tx).await?;
-                    if let Some(new_hash) = new_token_hash {
-                        sqlx::query("UPDATE refresh_tokens SET superseded_at_millis = COALESCE(superseded_at_millis, $1) \
-                                     WHERE project_id = $2 AND token_hash = $3")
-                            .bind(now).bind(s.project_id).bind(presented_hash).execute(&mut *tx).await?;
-                        sqlx::query("INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) VALUES ($1, $2, $3, $4)")
-                            .bind(s.project_id).bind(new_hash).bind(s.id).bind(now).execute(&mut *tx).await?;
+        self.remembered
+            .writing(&(s.project_id, s.user_id), async {
+                match (&self.db, new_token_hash) {
+                    // The common case, one statement (one round trip) on PostgreSQL.
+                    (Database::Postgres(pool), None) => {
+                        sqlx::query(
+                            "WITH s AS (UPDATE sessions SET last_used_at_millis = $1 \
+                             WHERE project_id = $2 AND id = $3 RETURNING user_id) \
+                             UPDATE users SET last_active_at_millis = $1 \
+                             WHERE project_id = $2 AND id IN (SELECT user_id FROM s)",
+                        )
+                        .bind(now)
+                        .bind(s.project_id)
+                        .bind(s.id)
+                        .execute(pool)
+                        .await?;
                     }
-                    tx.commit().await?;
-                }),
-            }
-            Ok(())
-        }
-        .await;
-        self.forget(s.project_id, s.user_id);
-        written
+                    _ => with_pool!(&self.db, pool => {
+                        let mut tx = pool.begin().await?;
+                        sqlx::query("UPDATE sessions SET last_used_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                            .bind(now).bind(s.project_id).bind(s.id).execute(&mut *tx).await?;
+                        sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                            .bind(now).bind(s.project_id).bind(s.user_id).execute(&mut *tx).await?;
+                        if let Some(new_hash) = new_token_hash {
+                            sqlx::query("UPDATE refresh_tokens SET superseded_at_millis = COALESCE(superseded_at_millis, $1) \
+                                         WHERE project_id = $2 AND token_hash = $3")
+                                .bind(now).bind(s.project_id).bind(presented_hash).execute(&mut *tx).await?;
+                            sqlx::query("INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) VALUES ($1, $2, $3, $4)")
+                                .bind(s.project_id).bind(new_hash).bind(s.id).bind(now).execute(&mut *tx).await?;
+                        }
+                        tx.commit().await?;
+                    }),
+                }
+                Ok(())
+            })
+            .await
     }
 
     /// Ends sessions and announces it; returns whether any existed.

@@ -127,17 +127,16 @@ impl OAuthAccounts {
         project: Uuid,
         user: Uuid,
     ) -> Result<Vec<OAuthAccount>, StoreError> {
-        let ticket = match self.remembered.get(&(project, user)) {
-            Ok(rows) => return self.all_opened(rows),
-            Err(ticket) => ticket,
+        let read = async {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM oauth_accounts WHERE project_id = $1 AND user_id = $2 \
+                 ORDER BY created_at_millis, id"
+            );
+            let rows: Vec<OAuthAccount> = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(user).fetch_all(pool).await?);
+            Ok::<_, StoreError>(Some(rows))
         };
-        let sql = format!(
-            "SELECT {COLUMNS} FROM oauth_accounts WHERE project_id = $1 AND user_id = $2 \
-             ORDER BY created_at_millis, id"
-        );
-        let rows: Vec<OAuthAccount> = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(user).fetch_all(pool).await?);
-        self.remembered.put((project, user), ticket, rows.clone());
-        self.all_opened(rows)
+        let rows = self.remembered.or_read((project, user), read).await?;
+        self.all_opened(rows.unwrap_or_default())
     }
 
     /// Records of `users`, for composing a page of users at once.
@@ -204,7 +203,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"))
             .foreign_keys(false);
         let pool =
-            latchkey_shared::db::Pool::connect(options, 1, std::time::Duration::from_secs(3))
+            latchkey_shared::db::Pool::connect(options, 1, std::time::Duration::from_secs(3), None)
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));
         let db = Database::Sqlite(pool);
