@@ -110,7 +110,18 @@ impl Service<http::Request<Body>> for Channel {
                     Err(e) => e,
                 };
                 if !never_reached_the_service(&e) {
-                    return Err(lost_in_flight(e.into()));
+                    let e: BoxError = e.into();
+                    return Err(match connection_lost(e.as_ref()) {
+                        // The replica may have died: keep the next calls off it until its
+                        // health watch reaches it again, rather than sending each into the
+                        // same broken connection.
+                        Some(status) => {
+                            call.replica().unreachable();
+                            pool.resolve_soon();
+                            status.into()
+                        }
+                        None => e,
+                    });
                 }
                 // Out of the picks until its health watch reaches it again; and perhaps gone for
                 // good, so look the target up again.
@@ -131,21 +142,23 @@ impl Service<http::Request<Body>> for Channel {
     }
 }
 
-/// A call whose connection broke after it was sent (the replica died): UNAVAILABLE, so callers
-/// answer 503 and may try again, rather than an unknown error. Other failures (a deadline)
-/// keep their own status.
-fn lost_in_flight(e: BoxError) -> BoxError {
-    let mut source: Option<&(dyn StdError + 'static)> = Some(e.as_ref());
+/// For a call whose connection broke after it was sent (the replica died): UNAVAILABLE, so
+/// callers answer 503 and may try again, rather than an unknown error. `None` for other
+/// failures (a deadline), which keep their own status.
+fn connection_lost(e: &(dyn StdError + 'static)) -> Option<Status> {
+    let mut source = Some(e);
     while let Some(err) = source {
         if err.is::<Status>() {
-            return e;
+            return None;
         }
         if err.is::<h2::Error>() || err.is::<hyper::Error>() || err.is::<std::io::Error>() {
-            return Status::unavailable(format!("connection to the service lost: {e}")).into();
+            return Some(Status::unavailable(format!(
+                "connection to the service lost: {e}"
+            )));
         }
         source = err.source();
     }
-    e
+    None
 }
 
 fn rebuild(parts: &http::request::Parts, body: &Bytes) -> http::Request<Body> {
