@@ -470,9 +470,10 @@ async fn main() -> anyhow::Result<()> {
                     None => None,
                 };
                 let state = AppState::new(config, bus)?;
+                let stop = shutdown_signal();
                 let listener = tokio::net::TcpListener::bind(&cli.http_addr).await?;
                 tracing::info!(addr = %listener.local_addr()?, "gateway listening");
-                return latchkey_gateway::serve(listener, state, shutdown_signal()).await;
+                return latchkey_gateway::serve(listener, state, stop).await;
             }
             let deps = Deps {
                 calls: Default::default(),
@@ -487,6 +488,7 @@ async fn main() -> anyhow::Result<()> {
                     .secrets()?
                     .ok_or_else(|| anyhow::anyhow!("LATCHKEY_SECRETS_KEY is required for serve"))?,
             };
+            let stop = shutdown_signal();
             let listener = tokio::net::TcpListener::bind(&grpc_addr).await?;
             tracing::info!(addr = %listener.local_addr()?, "service listening");
             let metrics = tokio::net::TcpListener::bind(&metrics_addr).await?;
@@ -496,7 +498,6 @@ async fn main() -> anyhow::Result<()> {
                 metrics,
                 std::future::pending::<()>(),
             ));
-            let stop = shutdown_signal();
             match component {
                 Component::Auth => {
                     latchkey_auth::serve(
@@ -623,6 +624,7 @@ fn credentials_json(p: &latchkey_proto::auth::v1::CreatedProject) -> serde_json:
 
 /// Embedded mode: everything in this process on SQLite; a default project on first start.
 async fn embedded(cli: &Cli) -> anyhow::Result<()> {
+    let stop = shutdown_signal();
     std::fs::create_dir_all(&cli.data_dir)?;
     let secrets = match cli.common.secrets()? {
         Some(key) => key,
@@ -664,7 +666,7 @@ async fn embedded(cli: &Cli) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(&credentials)?);
     let mut running = running;
     tokio::select! {
-        _ = shutdown_signal() => {}
+        _ = stop => {}
         name = running.any_stopped() => tracing::error!(component = name, "a component stopped unexpectedly"),
     }
     running.shutdown().await
@@ -694,24 +696,25 @@ fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
+/// Resolves on SIGTERM or SIGINT. The handlers are registered when this is called, not when
+/// the future is first polled, so a signal sent the moment the keys are printed (as a script
+/// or a test may) ends the process gracefully instead of killing it.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let interrupt = signal(SignalKind::interrupt());
+    async move {
+        match (term, interrupt) {
+            (Ok(mut term), Ok(mut interrupt)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = interrupt.recv() => {}
                 }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
+        tracing::info!("shutting down");
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-    tracing::info!("shutting down");
 }
