@@ -51,6 +51,14 @@ fn check_depth(bytes: &[u8]) -> Result<(), ApiError> {
 }
 
 async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Value, ApiError> {
+    let (content_type, bytes) = read_bytes(request, state).await?;
+    parse_body(content_type.as_deref(), &bytes)
+}
+
+async fn read_bytes<S: Send + Sync>(
+    request: Request,
+    state: &S,
+) -> Result<(Option<String>, Bytes), ApiError> {
     let content_type = request
         .headers()
         .get(CONTENT_TYPE)
@@ -64,7 +72,7 @@ async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Value,
             ApiError::body_parsing("The request body could not be read.")
         }
     })?;
-    parse_body(content_type.as_deref(), &bytes)
+    Ok((content_type, bytes))
 }
 
 /// A request body as a JSON object, by its content type (JSON, text read as JSON, or a form):
@@ -144,6 +152,24 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
         let value = read_body(request, state).await?;
         serde_json::from_value(value)
             .map(Json)
+            .map_err(|e| ApiError::schema(format!("Invalid body: {e}")))
+    }
+}
+
+/// As `Json`, for routes whose body is optional: no body at all reads as `{}`.
+pub struct OptionalJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for OptionalJson<T> {
+    type Rejection = ApiError;
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let (content_type, bytes) = read_bytes(request, state).await?;
+        let value = if bytes.is_empty() {
+            Value::Object(Map::new())
+        } else {
+            parse_body(content_type.as_deref(), &bytes)?
+        };
+        serde_json::from_value(value)
+            .map(OptionalJson)
             .map_err(|e| ApiError::schema(format!("Invalid body: {e}")))
     }
 }

@@ -4,7 +4,7 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::routes::{
-    auth_mfa, auth_otp, auth_password, auth_sessions, contact_channels, internal, oauth,
+    auth_cli, auth_mfa, auth_otp, auth_password, auth_sessions, contact_channels, internal, oauth,
     oauth_providers, permissions, projects, root, team_invitations, team_member_profiles, teams,
     users, webhook_endpoints,
 };
@@ -38,6 +38,9 @@ use crate::routes::{
         auth_otp::sign_in,
         auth_otp::check,
         auth_mfa::sign_in,
+        auth_cli::start,
+        auth_cli::poll,
+        auth_cli::complete,
         oauth::authorize,
         oauth::callback_get,
         oauth::callback_post,

@@ -128,6 +128,8 @@ error_codes! {
     WebhookEndpointNotFound => ("WEBHOOK_ENDPOINT_NOT_FOUND", 404),
     ApiKeyNotFound => ("API_KEY_NOT_FOUND", 404),
     ServiceUnavailable => ("SERVICE_UNAVAILABLE", 503),
+    InvalidPollingCode => ("INVALID_POLLING_CODE", 400),
+    InvalidLoginCode => ("INVALID_LOGIN_CODE", 400),
 }
 
 impl ErrorCode {

@@ -56,6 +56,10 @@ const AUTH_SENSITIVE: &[&str] = &[
     "/api/v1/auth/otp/sign-in",
     "/api/v1/auth/otp/sign-in/check-code",
     "/api/v1/auth/mfa/sign-in",
+    // The SDK polls every 2 s: 30 of the endpoint's 100 a minute per CLI.
+    "/api/v1/auth/cli",
+    "/api/v1/auth/cli/poll",
+    "/api/v1/auth/cli/complete",
     "/api/v1/contact-channels/verify",
     "/api/v1/contact-channels/verify/check-code",
     "/api/v1/contact-channels/send-verification-code",

@@ -1,5 +1,6 @@
 //! The REST routes under `/api/v1`, one module per spec area, plus the operational routes.
 
+pub mod auth_cli;
 pub mod auth_mfa;
 pub mod auth_otp;
 pub mod auth_password;
@@ -123,6 +124,9 @@ fn auth_routes() -> Router<AppState> {
         .route("/api/v1/auth/otp/sign-in", post(auth_otp::sign_in))
         .route("/api/v1/auth/otp/sign-in/check-code", post(auth_otp::check))
         .route("/api/v1/auth/mfa/sign-in", post(auth_mfa::sign_in))
+        .route("/api/v1/auth/cli", post(auth_cli::start))
+        .route("/api/v1/auth/cli/poll", post(auth_cli::poll))
+        .route("/api/v1/auth/cli/complete", post(auth_cli::complete))
         .route(
             "/api/v1/auth/oauth/authorize/{provider_id}",
             get(oauth::authorize),

@@ -10,6 +10,7 @@ mod accounts;
 mod balancing;
 mod basics;
 mod cli;
+mod cli_sign_in;
 mod consistency;
 mod contact_channels;
 mod deployment;

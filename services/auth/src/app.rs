@@ -26,6 +26,7 @@ pub type Teams = latchkey_proto::teams::v1::teams_client::TeamsClient<
 pub struct App {
     pub projects: Arc<dyn ProjectStore>,
     pub accounts: Accounts,
+    pub cli_logins: crate::store::cli_logins::CliLogins,
     pub oauth: OAuthAccounts,
     /// For calls to OAuth providers: bounded in time, never following redirects.
     pub http: reqwest::Client,

@@ -95,6 +95,7 @@ pub async fn serve(
             teams,
             projects: store.clone(),
             accounts,
+            cli_logins: store::cli_logins::CliLogins::new(db.clone()),
             codes: latchkey_shared::codes::Codes::new(db.clone(), clock.clone()),
             passwords: Passwords::default(),
             contacts,

@@ -258,6 +258,14 @@ async fn project_b(app: &TestApp) -> Target {
             .unwrap_or_default()
             .to_owned(),
     );
+    let cli = ok(
+        send(call("client", Method::POST, "/api/v1/auth/cli")).await,
+        200,
+    )
+    .await;
+    for (kind, field) in [("cli polling", "polling_code"), ("cli login", "login_code")] {
+        codes.insert(kind, cli[field].as_str().unwrap_or_default().to_owned());
+    }
     let endpoint = id_of(
         &ok(
             send(
@@ -425,6 +433,10 @@ fn body_for(a: &Project, b: &Target, method: &str, path: &str) -> Option<Value> 
         }
         ("POST", "/api/v1/auth/otp/sign-in") | ("POST", "/api/v1/auth/otp/sign-in/check-code") => {
             json!({ "code": code("sign-in") })
+        }
+        ("POST", "/api/v1/auth/cli/poll") => json!({ "polling_code": code("cli polling") }),
+        ("POST", "/api/v1/auth/cli/complete") => {
+            json!({ "login_code": code("cli login"), "refresh_token": b.user.refresh })
         }
         ("POST", "/api/v1/auth/password/reset") => {
             json!({ "code": code("reset"), "password": "a new password for b" })
@@ -626,6 +638,17 @@ both_modes!(ignored project_a_never_reaches_project_b, |app: &TestApp| async mov
     )
     .await;
     assert_eq!(me["id"], b.user.user_id.as_str());
+    // B's CLI login was neither completed nor claimed from A.
+    let polled = ok(
+        send(
+            keyed(app, &b.project, "client", Method::POST, "/api/v1/auth/cli/poll")
+                .json(&json!({ "polling_code": b.codes["cli polling"] })),
+        )
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(polled, json!({ "status": "waiting" }));
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
     crate::hardening::report(format!(
         "isolation: {} operations in the document; {aimed} aimed at project B and {leak_checked} reads checked for leaks, {calls} calls, 0 reached B; refusals {kinds:?}",

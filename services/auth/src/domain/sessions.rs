@@ -89,6 +89,24 @@ pub async fn tokens_for(
     })
 }
 
+/// The user whose live session `refresh_token` belongs to: unexpired, and not rotated away
+/// beyond the grace period. Unlike a refresh, a refused token ends nothing.
+pub async fn holder(app: &App, ctx: &Context, refresh_token: &str) -> Result<Uuid> {
+    let found = app
+        .accounts
+        .find_token(ctx.project_id, &hash_secret(refresh_token))
+        .await?
+        .ok_or_else(refresh_refused)?;
+    let now = app.now();
+    let superseded = found
+        .superseded_at_millis
+        .is_some_and(|at| now - at > ROTATION_GRACE_MILLIS);
+    if found.session.expires_at_millis <= now || superseded {
+        return Err(refresh_refused());
+    }
+    Ok(found.session.user_id)
+}
+
 /// `POST /auth/sessions/current/refresh`: a new access token, and with rotation a new refresh
 /// token. A rotated-away token presented after its grace period ends the whole session.
 pub async fn refresh(

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::app::App;
 use crate::domain::sessions::{self, Tokens};
 use crate::domain::user_write::Mode;
-use crate::domain::{mfa, otp, passwords, user_list, users};
+use crate::domain::{cli, mfa, otp, passwords, user_list, users};
 use crate::error::{coded, Error};
 
 pub struct Users {
@@ -405,6 +405,60 @@ impl pb::users_server::Users for Users {
             .clear_selected_team(ctx.project_id, team, user)
             .await
             .map_err(Error::from)?;
+        Ok(empty())
+    }
+
+    #[tracing::instrument(name = "auth.start_cli_login", skip_all)]
+    async fn start_cli_login(
+        &self,
+        request: Request<pb::StartCliLoginRequest>,
+    ) -> Result<Response<pb::CliLogin>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let started = cli::start(&self.app, &ctx, request.get_ref().expires_in_millis).await?;
+        Ok(Response::new(pb::CliLogin {
+            polling_code: started.polling_code,
+            login_code: started.login_code,
+            expires_at_millis: started.expires_at_millis,
+        }))
+    }
+
+    #[tracing::instrument(name = "auth.poll_cli_login", skip_all)]
+    async fn poll_cli_login(
+        &self,
+        request: Request<pb::PollCliLoginRequest>,
+    ) -> Result<Response<pb::CliLoginPoll>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let (status, refresh_token) =
+            match cli::poll(&self.app, &ctx, &request.get_ref().polling_code).await? {
+                cli::Poll::Waiting => ("waiting", String::new()),
+                cli::Poll::Expired => ("expired", String::new()),
+                cli::Poll::Used => ("used", String::new()),
+                cli::Poll::Success(token) => ("success", token),
+            };
+        Ok(Response::new(pb::CliLoginPoll {
+            status: status.into(),
+            refresh_token,
+        }))
+    }
+
+    #[tracing::instrument(name = "auth.complete_cli_login", skip_all)]
+    async fn complete_cli_login(
+        &self,
+        request: Request<pb::CompleteCliLoginRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let req = request.get_ref();
+        cli::complete(&self.app, &ctx, &req.login_code, &req.refresh_token).await?;
+        Ok(empty())
+    }
+
+    #[tracing::instrument(name = "auth.check_cli_login", skip_all)]
+    async fn check_cli_login(
+        &self,
+        request: Request<pb::CheckCliLoginRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        cli::check(&self.app, &ctx, &request.get_ref().login_code).await?;
         Ok(empty())
     }
 }

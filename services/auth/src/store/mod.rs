@@ -5,6 +5,7 @@
 pub mod accounts;
 /// Project rows remembered for a moment.
 pub mod cached;
+pub mod cli_logins;
 #[cfg(test)]
 mod contract;
 pub mod oauth;
