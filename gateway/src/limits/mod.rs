@@ -56,7 +56,8 @@ const AUTH_SENSITIVE: &[&str] = &[
     "/api/v1/auth/otp/sign-in",
     "/api/v1/auth/otp/sign-in/check-code",
     "/api/v1/auth/mfa/sign-in",
-    // The SDK polls every 2 s: 30 of the endpoint's 100 a minute per CLI.
+    // Counted per project, client address and route: the SDK polls every 2 s, so one address
+    // (a NAT, a CI runner) can poll for three CLIs at once within the default 100 a minute.
     "/api/v1/auth/cli",
     "/api/v1/auth/cli/poll",
     "/api/v1/auth/cli/complete",

@@ -15,7 +15,8 @@ use crate::state::AppState;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Start {
-    expires_in_millis: Option<i64>,
+    /// A JavaScript number, as the SDK sends it; whole milliseconds count.
+    expires_in_millis: Option<f64>,
 }
 
 #[utoipa::path(post, path = "/api/v1/auth/cli", tag = "cli",
@@ -28,9 +29,15 @@ pub async fn start(
     _: Query<NoQuery>,
     OptionalJson(body): OptionalJson<Start>,
 ) -> ApiResult<Json<Value>> {
-    let request = pb::StartCliLoginRequest {
-        expires_in_millis: body.expires_in_millis,
+    let expires_in_millis = match body.expires_in_millis {
+        Some(ms) if !ms.is_finite() => {
+            return Err(ApiError::schema("expires_in_millis must be a number"))
+        }
+        // Saturating: an enormous value stays enormous and is refused by the service's bound.
+        Some(ms) => Some(ms.floor() as i64),
+        None => None,
     };
+    let request = pb::StartCliLoginRequest { expires_in_millis };
     let started = app
         .users
         .clone()

@@ -178,7 +178,8 @@ both_modes!(
 both_modes!(
     cli_logins_expire_stay_in_their_project_and_refuse_bad_input,
     |app: &TestApp| async move {
-        let user = app.sign_up(&email("cli-exp"), PASSWORD).await;
+        let user_email = email("cli-exp");
+        let user = app.sign_up(&user_email, PASSWORD).await;
 
         for bad in [
             json!({ "expires_in_millis": 0 }),
@@ -197,6 +198,13 @@ both_modes!(
         assert_error(res, 400, "SCHEMA_ERROR").await;
         assert_error(app.cli("/poll", Some(json!({}))).await, 400, "SCHEMA_ERROR").await;
 
+        for fine in [
+            json!({ "expires_in_millis": 86_400_000 }),
+            json!({ "expires_in_millis": 7_200_000.0 }),
+        ] {
+            ok(app.cli("", Some(fine)).await, 200).await;
+        }
+
         // An expired login: polls say so, and it can no longer be completed.
         let (polling, login) = app
             .start_cli(Some(json!({ "expires_in_millis": 1000 })))
@@ -209,10 +217,59 @@ both_modes!(
         let complete = json!({ "login_code": login, "refresh_token": user.refresh });
         let res = app.cli("/complete", Some(complete)).await;
         assert_error(res, 400, "INVALID_LOGIN_CODE").await;
+        let check = json!({ "login_code": login, "mode": "check" });
+        let res = app.cli("/complete", Some(check)).await;
+        assert_error(res, 400, "INVALID_LOGIN_CODE").await;
         assert_eq!(
             app.poll(&polling).await,
             (200, json!({ "status": "expired" }))
         );
+
+        // A login completed by an impersonation session gives the CLI an impersonation
+        // session, hidden from the user, that ends when the impersonation does.
+        let made = ok(
+            send(app.as_("server", Method::POST, "/api/v1/auth/sessions").json(&json!({
+                "user_id": user.user_id, "expires_in_millis": 3000, "is_impersonation": true,
+            })))
+            .await,
+            200,
+        )
+        .await;
+        let (polling, login) = app.start_cli(None).await;
+        let complete = json!({ "login_code": login, "refresh_token": made["refresh_token"] });
+        ok(app.cli("/complete", Some(complete)).await, 200).await;
+        let (status, body) = app.poll(&polling).await;
+        assert_eq!(status, 201, "{body}");
+        let cli_refresh = body["refresh_token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let path = format!("/api/v1/auth/sessions?user_id={}", user.user_id);
+        let listed = ok(send(app.as_("admin", Method::GET, &path)).await, 200).await;
+        let impersonating = listed["items"].as_array().map(|items| {
+            items
+                .iter()
+                .filter(|s| s["is_impersonation"] == json!(true))
+                .count()
+        });
+        assert_eq!(impersonating, Some(2), "{listed}");
+        let listed = ok(
+            send(app.client(Method::GET, &path, Some(&user.access))).await,
+            200,
+        )
+        .await;
+        assert_eq!(
+            listed["items"].as_array().map(Vec::len),
+            Some(1),
+            "{listed}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(3200)).await;
+        let res = send(
+            app.client(Method::POST, "/api/v1/auth/sessions/current/refresh", None)
+                .header("x-stack-refresh-token", &cli_refresh),
+        )
+        .await;
+        assert_error(res, 401, "REFRESH_TOKEN_NOT_FOUND_OR_EXPIRED").await;
 
         // Another project knows neither code, and its sessions complete nothing here; a
         // server may start and poll too.
@@ -240,7 +297,29 @@ both_modes!(
         .await;
         assert_eq!(ok(res, 200).await, json!({ "status": "waiting" }));
 
-        // A signed-out session completes nothing.
+        // A completed login is withdrawn when the session that completed it ends; a signed-out
+        // session completes nothing.
+        let other_session = app.signed_in(&user_email, PASSWORD).await;
+        let by_other = json!({ "login_code": login, "refresh_token": other_session.refresh });
+        ok(app.cli("/complete", Some(by_other)).await, 200).await;
+        let res = send(
+            app.client(
+                Method::DELETE,
+                "/api/v1/auth/sessions/current",
+                Some(&other_session.access),
+            )
+            .header("x-stack-refresh-token", &other_session.refresh),
+        )
+        .await;
+        assert!(res.status().is_success(), "{:?}", res.text().await);
+        let (status, body) = app.poll(&polling).await;
+        assert_eq!(
+            (status, &body["code"]),
+            (400, &json!("INVALID_POLLING_CODE")),
+            "{body}"
+        );
+        let (_, login) = app.start_cli(None).await;
+        let complete = json!({ "login_code": login, "refresh_token": user.refresh });
         let res = send(
             app.client(
                 Method::DELETE,

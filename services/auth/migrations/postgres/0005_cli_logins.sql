@@ -1,18 +1,22 @@
 -- CLI sign-in (README "CLI sign-in"): a CLI starts a login and polls with one code while its
 -- user completes it in the browser with the other. Both codes are stored as SHA-256 hashes;
--- a completed login names its user, and the first poll after that opens the CLI's session.
+-- a completed login names its user and the session that completed it, and the first poll after
+-- that opens the CLI's session. When that session ends (sign-out, password change, user
+-- deletion), the completed login goes with it.
 CREATE TABLE cli_logins (
     project_id UUID NOT NULL,
     id UUID NOT NULL,
     polling_code_hash TEXT NOT NULL,
     login_code_hash TEXT NOT NULL,
     user_id UUID,
+    session_id UUID,
     created_at_millis BIGINT NOT NULL,
     expires_at_millis BIGINT NOT NULL,
     completed_at_millis BIGINT,
     used_at_millis BIGINT,
     PRIMARY KEY (project_id, id),
-    FOREIGN KEY (project_id, user_id) REFERENCES users (project_id, id) ON DELETE CASCADE
+    FOREIGN KEY (project_id, user_id) REFERENCES users (project_id, id) ON DELETE CASCADE,
+    FOREIGN KEY (project_id, session_id) REFERENCES sessions (project_id, id) ON DELETE CASCADE
 );
 CREATE UNIQUE INDEX cli_logins_polling ON cli_logins (project_id, polling_code_hash);
 CREATE UNIQUE INDEX cli_logins_login ON cli_logins (project_id, login_code_hash);

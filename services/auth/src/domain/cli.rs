@@ -59,6 +59,7 @@ pub async fn start(app: &App, ctx: &Context, expires_in_millis: Option<i64>) -> 
         polling_code_hash: hash_secret(&polling_code),
         login_code_hash: hash_secret(&login_code),
         user_id: None,
+        session_id: None,
         created_at_millis: now,
         expires_at_millis: now.saturating_add(lifetime),
         completed_at_millis: None,
@@ -72,35 +73,77 @@ pub async fn start(app: &App, ctx: &Context, expires_in_millis: Option<i64>) -> 
     })
 }
 
-/// `POST /auth/cli/poll`: expiry first, then use, then completion; a completed login is
-/// claimed by exactly one poll, which opens the CLI's session.
+fn invalid_polling_code() -> Error {
+    coded(
+        ErrorCode::InvalidPollingCode,
+        "The polling code is invalid or does not exist.",
+    )
+}
+
+/// What a login says before a claim: expiry first, then use, then completion.
+fn state(login: &CliLogin, now: i64) -> Option<Poll> {
+    if login.expires_at_millis <= now {
+        Some(Poll::Expired)
+    } else if login.used_at_millis.is_some() {
+        Some(Poll::Used)
+    } else if login.completed_at_millis.is_none() {
+        Some(Poll::Waiting)
+    } else {
+        None
+    }
+}
+
+/// `POST /auth/cli/poll`: a completed login is claimed by exactly one poll, which receives a
+/// session of the completing user. The CLI's session inherits what limits the browser's
+/// session (its end, and impersonation), so a completed login never outlives or outranks the
+/// session that completed it.
 pub async fn poll(app: &App, ctx: &Context, polling_code: &str) -> Result<Poll> {
+    let hash = hash_secret(polling_code);
     let login = app
         .cli_logins
-        .by_polling_code(ctx.project_id, &hash_secret(polling_code))
+        .by_polling_code(ctx.project_id, &hash)
         .await?
-        .ok_or_else(|| {
-            coded(
-                ErrorCode::InvalidPollingCode,
-                "The polling code is invalid or does not exist.",
-            )
-        })?;
+        .ok_or_else(invalid_polling_code)?;
     let now = app.now();
-    if login.expires_at_millis <= now {
-        return Ok(Poll::Expired);
+    if let Some(state) = state(&login, now) {
+        return Ok(state);
     }
-    if login.used_at_millis.is_some() {
-        return Ok(Poll::Used);
-    }
-    let Some(user_id) = login.user_id else {
-        return Ok(Poll::Waiting);
+    let (Some(user_id), Some(session_id)) = (login.user_id, login.session_id) else {
+        return Err(invalid_polling_code());
     };
-    if !app.cli_logins.claim(ctx.project_id, login.id, now).await? {
-        return Ok(Poll::Used);
+    let browser = app
+        .accounts
+        .session(ctx.project_id, session_id)
+        .await?
+        .filter(|s| s.expires_at_millis > now)
+        .ok_or_else(invalid_polling_code)?;
+    // Read before anything is claimed: a failed read leaves the login to the next poll.
+    users::get(app, ctx, user_id).await?;
+    let lifetime = (browser.expires_at_millis - now).min(sessions::DEFAULT_LIFETIME_MILLIS);
+    let (new, token) = sessions::new_session(
+        ctx.project_id,
+        user_id,
+        now,
+        lifetime,
+        browser.is_impersonation,
+    );
+    app.accounts.insert_session(&new).await?;
+    // The session exists before the claim, so a claimed login always has its session; a poll
+    // that loses the race, or fails to claim, removes the one it made.
+    let claimed = app.cli_logins.claim(ctx.project_id, login.id, now).await;
+    if !matches!(claimed, Ok(true)) {
+        app.accounts
+            .delete_sessions(ctx.project_id, user_id, &[new.session.id], now)
+            .await?;
+        claimed?;
+        let after = app
+            .cli_logins
+            .by_polling_code(ctx.project_id, &hash)
+            .await?
+            .ok_or_else(invalid_polling_code)?;
+        return state(&after, now).ok_or_else(invalid_polling_code);
     }
-    let user = users::get(app, ctx, user_id).await?;
-    let tokens = sessions::open(app, ctx, &user, sessions::DEFAULT_LIFETIME_MILLIS, false).await?;
-    Ok(Poll::Success(tokens.refresh_token))
+    Ok(Poll::Success(token))
 }
 
 fn invalid_login_code() -> Error {
@@ -127,10 +170,15 @@ pub async fn complete(
     login_code: &str,
     refresh_token: &str,
 ) -> Result<()> {
-    let user_id = sessions::holder(app, ctx, refresh_token).await?;
+    let session = sessions::holder(app, ctx, refresh_token).await?;
     let done = app
         .cli_logins
-        .complete(ctx.project_id, &hash_secret(login_code), user_id, app.now())
+        .complete(
+            ctx.project_id,
+            &hash_secret(login_code),
+            &session,
+            app.now(),
+        )
         .await?;
     done.then_some(()).ok_or_else(invalid_login_code)
 }

@@ -89,36 +89,13 @@ pub async fn tokens_for(
     })
 }
 
-/// The user whose live session `refresh_token` belongs to: unexpired, and not rotated away
-/// beyond the grace period. Unlike a refresh, a refused token ends nothing.
-pub async fn holder(app: &App, ctx: &Context, refresh_token: &str) -> Result<Uuid> {
+/// The live session a refresh token belongs to. An expired session is deleted; a token rotated
+/// away more than the grace period ago ends its whole session, since only a copy of the token
+/// can still be presenting it (80 §5).
+async fn live_session(app: &App, ctx: &Context, hash: &str) -> Result<SessionRow> {
     let found = app
         .accounts
-        .find_token(ctx.project_id, &hash_secret(refresh_token))
-        .await?
-        .ok_or_else(refresh_refused)?;
-    let now = app.now();
-    let superseded = found
-        .superseded_at_millis
-        .is_some_and(|at| now - at > ROTATION_GRACE_MILLIS);
-    if found.session.expires_at_millis <= now || superseded {
-        return Err(refresh_refused());
-    }
-    Ok(found.session.user_id)
-}
-
-/// `POST /auth/sessions/current/refresh`: a new access token, and with rotation a new refresh
-/// token. A rotated-away token presented after its grace period ends the whole session.
-pub async fn refresh(
-    app: &App,
-    ctx: &Context,
-    refresh_token: &str,
-) -> Result<(String, Option<String>)> {
-    let (_, settings) = app.project(ctx.project_id).await?;
-    let hash = hash_secret(refresh_token);
-    let found = app
-        .accounts
-        .find_token(ctx.project_id, &hash)
+        .find_token(ctx.project_id, hash)
         .await?
         .ok_or_else(refresh_refused)?;
     let now = app.now();
@@ -138,6 +115,25 @@ pub async fn refresh(
             return Err(refresh_refused());
         }
     }
+    Ok(session)
+}
+
+/// The live session `refresh_token` belongs to, refused as a refresh would refuse it.
+pub async fn holder(app: &App, ctx: &Context, refresh_token: &str) -> Result<SessionRow> {
+    live_session(app, ctx, &hash_secret(refresh_token)).await
+}
+
+/// `POST /auth/sessions/current/refresh`: a new access token, and with rotation a new refresh
+/// token. A rotated-away token presented after its grace period ends the whole session.
+pub async fn refresh(
+    app: &App,
+    ctx: &Context,
+    refresh_token: &str,
+) -> Result<(String, Option<String>)> {
+    let (_, settings) = app.project(ctx.project_id).await?;
+    let hash = hash_secret(refresh_token);
+    let session = live_session(app, ctx, &hash).await?;
+    let now = app.now();
     // A session whose user is gone is refused; a service that cannot answer is not a reason to
     // tell the client its session ended.
     let user = super::users::for_token(app, ctx, session.user_id, &settings)
