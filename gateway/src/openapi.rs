@@ -4,9 +4,9 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::routes::{
-    auth_cli, auth_mfa, auth_otp, auth_password, auth_sessions, contact_channels, internal, oauth,
-    oauth_providers, permissions, projects, root, team_invitations, team_member_profiles, teams,
-    users, webhook_endpoints,
+    api_keys, auth_cli, auth_mfa, auth_otp, auth_password, auth_sessions, contact_channels,
+    internal, oauth, oauth_providers, permissions, projects, root, team_invitations,
+    team_member_profiles, teams, users, webhook_endpoints,
 };
 
 #[derive(OpenApi)]
@@ -39,6 +39,16 @@ use crate::routes::{
         auth_otp::check,
         auth_mfa::sign_in,
         auth_cli::start,
+        api_keys::list_user,
+        api_keys::create_user,
+        api_keys::get_user,
+        api_keys::update_user,
+        api_keys::check_user,
+        api_keys::list_team,
+        api_keys::create_team,
+        api_keys::get_team,
+        api_keys::update_team,
+        api_keys::check_team,
         auth_cli::poll,
         auth_cli::complete,
         oauth::authorize,

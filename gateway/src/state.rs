@@ -18,6 +18,9 @@ pub type UsersClient = latchkey_proto::auth::v1::users_client::UsersClient<
 pub type OAuthClient = latchkey_proto::auth::v1::o_auth_client::OAuthClient<
     tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
 >;
+pub type OwnedKeysClient = latchkey_proto::auth::v1::owned_api_keys_client::OwnedApiKeysClient<
+    tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
+>;
 pub type WebhooksClient = latchkey_proto::webhooks::v1::webhooks_client::WebhooksClient<
     tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
 >;
@@ -56,6 +59,7 @@ pub struct Inner {
     pub auth: AuthClient,
     pub users: UsersClient,
     pub oauth: OAuthClient,
+    pub owned_keys: OwnedKeysClient,
     pub contacts: ContactsClient,
     pub teams: TeamsClient,
     pub webhooks: WebhooksClient,
@@ -88,6 +92,11 @@ impl AppState {
             auth_channel.clone(),
             caller.clone(),
         );
+        let owned_keys =
+            latchkey_proto::auth::v1::owned_api_keys_client::OwnedApiKeysClient::with_interceptor(
+                auth_channel.clone(),
+                caller.clone(),
+            );
         let contacts_channel = lazy_channel(&config.contacts_addr)?;
         let contacts =
             latchkey_proto::contacts::v1::contacts_client::ContactsClient::with_interceptor(
@@ -127,6 +136,7 @@ impl AppState {
             auth,
             users,
             oauth,
+            owned_keys,
             contacts,
             teams,
             webhooks,

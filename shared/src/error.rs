@@ -130,6 +130,10 @@ error_codes! {
     ServiceUnavailable => ("SERVICE_UNAVAILABLE", 503),
     InvalidPollingCode => ("INVALID_POLLING_CODE", 400),
     InvalidLoginCode => ("INVALID_LOGIN_CODE", 400),
+    ApiKeyRevoked => ("API_KEY_REVOKED", 401),
+    ApiKeyExpired => ("API_KEY_EXPIRED", 401),
+    WrongApiKeyType => ("WRONG_API_KEY_TYPE", 400),
+    ApiKeysNotEnabled => ("API_KEYS_NOT_ENABLED", 400),
 }
 
 impl ErrorCode {

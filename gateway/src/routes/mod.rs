@@ -1,5 +1,6 @@
 //! The REST routes under `/api/v1`, one module per spec area, plus the operational routes.
 
+pub mod api_keys;
 pub mod auth_cli;
 pub mod auth_mfa;
 pub mod auth_otp;
@@ -124,6 +125,24 @@ fn auth_routes() -> Router<AppState> {
         .route("/api/v1/auth/otp/sign-in", post(auth_otp::sign_in))
         .route("/api/v1/auth/otp/sign-in/check-code", post(auth_otp::check))
         .route("/api/v1/auth/mfa/sign-in", post(auth_mfa::sign_in))
+        .route(
+            "/api/v1/user-api-keys",
+            get(api_keys::list_user).post(api_keys::create_user),
+        )
+        .route("/api/v1/user-api-keys/check", post(api_keys::check_user))
+        .route(
+            "/api/v1/user-api-keys/{api_key_id}",
+            get(api_keys::get_user).patch(api_keys::update_user),
+        )
+        .route(
+            "/api/v1/team-api-keys",
+            get(api_keys::list_team).post(api_keys::create_team),
+        )
+        .route("/api/v1/team-api-keys/check", post(api_keys::check_team))
+        .route(
+            "/api/v1/team-api-keys/{api_key_id}",
+            get(api_keys::get_team).patch(api_keys::update_team),
+        )
         .route("/api/v1/auth/cli", post(auth_cli::start))
         .route("/api/v1/auth/cli/poll", post(auth_cli::poll))
         .route("/api/v1/auth/cli/complete", post(auth_cli::complete))

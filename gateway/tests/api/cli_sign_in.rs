@@ -334,10 +334,3 @@ both_modes!(
         assert_error(res, 401, "REFRESH_TOKEN_NOT_FOUND_OR_EXPIRED").await;
     }
 );
-
-fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default()
-}

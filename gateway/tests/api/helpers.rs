@@ -628,6 +628,14 @@ impl Session {
     }
 }
 
+/// The wall clock in Unix milliseconds, as the services read it.
+pub fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
 /// A unique address for this test.
 pub fn email(tag: &str) -> String {
     format!(

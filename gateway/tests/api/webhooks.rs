@@ -167,6 +167,32 @@ both_modes!(
         )
         .await;
         ok(send(app.server(Method::DELETE, &project_grant)).await, 200).await;
+        // API keys of the user and of the team: created, then revoked.
+        app.settings(json!({ "allow_user_api_keys": true, "allow_team_api_keys": true }))
+            .await;
+        for (family, owner) in [("user", &member.user_id), ("team", &team_id)] {
+            let key = ok(
+                send(app.server(Method::POST, &format!("/api/v1/{family}-api-keys")).json(
+                    &json!({ format!("{family}_id"): owner, "description": "ci", "expires_at_millis": null }),
+                ))
+                .await,
+                200,
+            )
+            .await;
+            let path = format!(
+                "/api/v1/{family}-api-keys/{}?{family}_id={owner}",
+                key["id"].as_str().unwrap_or_default()
+            );
+            ok(
+                send(
+                    app.server(Method::PATCH, &path)
+                        .json(&json!({ "revoked": true })),
+                )
+                .await,
+                200,
+            )
+            .await;
+        }
         ok(send(app.server(Method::DELETE, &membership)).await, 200).await;
         ok(
             send(app.server(Method::DELETE, &format!("/api/v1/teams/{team_id}"))).await,
@@ -230,6 +256,22 @@ both_modes!(
             data["project_permission.deleted"],
             json!({ "id": "viewer", "user_id": member.user_id })
         );
+        // Key events carry the key as reads show it: never the secret.
+        for (family, owner) in [("user", &member.user_id), ("team", &team_id)] {
+            let created = &data[format!("{family}_api_key.created").as_str()];
+            assert_eq!(
+                created[format!("{family}_id").as_str()],
+                owner.as_str(),
+                "{created}"
+            );
+            assert_eq!(
+                created["value"].as_object().map(|v| v.len()),
+                Some(1),
+                "{created}"
+            );
+            let revoked = &data[format!("{family}_api_key.revoked").as_str()];
+            assert!(revoked["manually_revoked_at_millis"].is_i64(), "{revoked}");
+        }
     }
 );
 

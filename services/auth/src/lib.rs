@@ -70,7 +70,8 @@ pub async fn serve(
     let routes = |db: Database, stop: latchkey_shared::shutdown::Shutdown| {
         // One store for the API and the consumer: what one writes, the other must not remember.
         let accounts = store::accounts::Accounts::new(db.clone());
-        follow_teams(&deps, &db, accounts.clone(), stop);
+        let owned_keys = store::owned_keys::OwnedKeys::new(db.clone());
+        follow_teams(&deps, &db, accounts.clone(), owned_keys.clone(), stop);
         // Postgres is shared by every auth replica; a SQLite file belongs to one process.
         let freshness = match &db {
             Database::Postgres(_) => store::cached::Freshness::CheckVersion,
@@ -96,6 +97,7 @@ pub async fn serve(
             projects: store.clone(),
             accounts,
             cli_logins: store::cli_logins::CliLogins::new(db.clone()),
+            owned_keys: owned_keys.clone(),
             codes: latchkey_shared::codes::Codes::new(db.clone(), clock.clone()),
             passwords: Passwords::default(),
             contacts,
@@ -113,6 +115,10 @@ pub async fn serve(
             latchkey_shared::grpc::guarded(ProjectsServer::new(projects), &deps, keys.clone());
         let users = UsersServer::new(grpc::Users::new(app.clone()));
         let routes = latchkey_shared::grpc::also_guarded(routes, users, &deps, keys.clone());
+        let owned_keys = latchkey_proto::auth::v1::owned_api_keys_server::OwnedApiKeysServer::new(
+            grpc::OwnedApiKeys::new(app.clone()),
+        );
+        let routes = latchkey_shared::grpc::also_guarded(routes, owned_keys, &deps, keys.clone());
         let oauth =
             latchkey_proto::auth::v1::o_auth_server::OAuthServer::new(grpc::OAuth::new(app));
         let routes = latchkey_shared::grpc::also_guarded(routes, oauth, &deps, keys.clone());
@@ -140,8 +146,9 @@ pub async fn serve(
 const QUEUE: &str = "latchkey.auth";
 
 /// Clears selected teams that no longer hold their users (30 §1.5, §2 rule 2). Teams already
-/// asked for this before committing; the event finishes what a failure interrupted.
-struct TeamGone(store::accounts::Accounts);
+/// asked for this before committing; the event finishes what a failure interrupted. A deleted
+/// team's API keys are deleted here (reads refuse them from the deletion on).
+struct TeamGone(store::accounts::Accounts, store::owned_keys::OwnedKeys);
 
 #[async_trait::async_trait]
 impl latchkey_shared::events::consume::Handler for TeamGone {
@@ -160,6 +167,9 @@ impl latchkey_shared::events::consume::Handler for TeamGone {
         let Some(team) = team else {
             anyhow::bail!("{} without a team id", event.event_type);
         };
+        if event.event_type == "team.deleted" {
+            self.1.delete_team_keys(event.project_id, team).await?;
+        }
         self.0
             .clear_selected_team(event.project_id, team, user)
             .await?;
@@ -171,10 +181,11 @@ fn follow_teams(
     deps: &Deps,
     db: &Database,
     accounts: store::accounts::Accounts,
+    owned_keys: store::owned_keys::OwnedKeys,
     stop: latchkey_shared::shutdown::Shutdown,
 ) {
     use latchkey_shared::events::consume::{self, Dedupe, Handler};
-    let handler: Arc<dyn Handler> = Arc::new(TeamGone(accounts));
+    let handler: Arc<dyn Handler> = Arc::new(TeamGone(accounts, owned_keys));
     let dedupe = Dedupe::new(db.clone(), QUEUE, deps.clock.clone());
     let bus = deps.bus.clone();
     tokio::spawn(async move {

@@ -21,7 +21,7 @@ pub const EXCHANGE: &str = "latchkey.events";
 pub const SESSIONS_REVOKED: &str = "internal.sessions.revoked";
 
 /// The change events customers may receive by webhook (60 §2).
-pub const PUBLIC_TYPES: [&str; 12] = [
+pub const PUBLIC_TYPES: [&str; 16] = [
     "user.created",
     "user.updated",
     "user.deleted",
@@ -34,6 +34,10 @@ pub const PUBLIC_TYPES: [&str; 12] = [
     "team_permission.deleted",
     "project_permission.created",
     "project_permission.deleted",
+    "user_api_key.created",
+    "user_api_key.revoked",
+    "team_api_key.created",
+    "team_api_key.revoked",
 ];
 
 /// One change event, as it travels on the bus (JSON) and reaches webhook consumers.

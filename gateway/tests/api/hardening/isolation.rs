@@ -26,6 +26,9 @@ struct Target {
     endpoint: String,
     message: String,
     api_key: String,
+    /// B's user's API key and B's team's, by id.
+    user_key: String,
+    team_key: String,
     codes: BTreeMap<&'static str, String>,
     /// Strings only B's data holds; none may appear in an answer to A.
     markers: Vec<String>,
@@ -58,6 +61,7 @@ async fn project_b(app: &TestApp) -> Target {
         send(
             call("admin", Method::PATCH, "/api/v1/internal/project").json(&json!({
                 "magic_link_enabled": true, "allow_localhost": true,
+                "allow_user_api_keys": true, "allow_team_api_keys": true,
             })),
         )
         .await,
@@ -258,6 +262,31 @@ async fn project_b(app: &TestApp) -> Target {
             .unwrap_or_default()
             .to_owned(),
     );
+    let mut owned_keys = Vec::new();
+    for (family, owner) in [("user", &user.user_id), ("team", &team)] {
+        let key = ok(
+            send(
+                call("server", Method::POST, &format!("/api/v1/{family}-api-keys")).json(&json!({
+                    format!("{family}_id"): owner, "description": format!("B-only-{family}-key-{tag}"),
+                    "expires_at_millis": null,
+                })),
+            )
+            .await,
+            200,
+        )
+        .await;
+        let secret = key["value"].as_str().unwrap_or_default().to_owned();
+        codes.insert(
+            if family == "user" {
+                "user api key"
+            } else {
+                "team api key"
+            },
+            secret,
+        );
+        owned_keys.push(id_of(&key));
+    }
+    let (user_key, team_key) = (owned_keys[0].clone(), owned_keys[1].clone());
     let cli = ok(
         send(call("client", Method::POST, "/api/v1/auth/cli")).await,
         200,
@@ -315,6 +344,8 @@ async fn project_b(app: &TestApp) -> Target {
         mfa_address,
         format!("B-only-hook-{tag}"),
         format!("B-only-key-{tag}"),
+        format!("B-only-user-key-{tag}"),
+        format!("B-only-team-key-{tag}"),
         b.server_key.clone(),
         b.admin_key.clone(),
         user.refresh.clone(),
@@ -332,6 +363,8 @@ async fn project_b(app: &TestApp) -> Target {
         endpoint,
         message,
         api_key,
+        user_key,
+        team_key,
         codes,
         markers,
     }
@@ -367,6 +400,11 @@ async fn snapshot(app: &TestApp, b: &Target) -> Vec<Value> {
         ("admin", "/api/v1/project-permission-definitions".to_owned()),
         ("admin", "/api/v1/webhook-endpoints".to_owned()),
         ("admin", "/api/v1/internal/api-keys".to_owned()),
+        ("server", format!("/api/v1/user-api-keys?user_id={uid}")),
+        (
+            "server",
+            format!("/api/v1/team-api-keys?team_id={}", b.team),
+        ),
         ("admin", "/api/v1/internal/project".to_owned()),
     ];
     let mut out = Vec::new();
@@ -408,6 +446,8 @@ fn value_for(b: &Target, path: &str, name: &str) -> Option<String> {
         "team_id" => b.team.clone(),
         "contact_channel_id" => b.channel.clone(),
         "permission_id" => permission.clone(),
+        "api_key_id" if path.starts_with("/api/v1/user-api-keys") => b.user_key.clone(),
+        "api_key_id" if path.starts_with("/api/v1/team-api-keys") => b.team_key.clone(),
         "api_key_id" => b.api_key.clone(),
         "message_id" => b.message.clone(),
         "project_id" => b.project.id.clone(),
@@ -434,6 +474,14 @@ fn body_for(a: &Project, b: &Target, method: &str, path: &str) -> Option<Value> 
         ("POST", "/api/v1/auth/otp/sign-in") | ("POST", "/api/v1/auth/otp/sign-in/check-code") => {
             json!({ "code": code("sign-in") })
         }
+        ("POST", "/api/v1/user-api-keys") => {
+            json!({ "user_id": uid, "description": "A into B", "expires_at_millis": null })
+        }
+        ("POST", "/api/v1/team-api-keys") => {
+            json!({ "team_id": b.team, "description": "A into B", "expires_at_millis": null })
+        }
+        ("POST", "/api/v1/user-api-keys/check") => json!({ "api_key": code("user api key") }),
+        ("POST", "/api/v1/team-api-keys/check") => json!({ "api_key": code("team api key") }),
         ("POST", "/api/v1/auth/cli/poll") => json!({ "polling_code": code("cli polling") }),
         ("POST", "/api/v1/auth/cli/complete") => {
             json!({ "login_code": code("cli login"), "refresh_token": b.user.refresh })
@@ -498,7 +546,11 @@ fn refusal(status: u16, body: &Value) -> Option<&'static str> {
 
 both_modes!(ignored project_a_never_reaches_project_b, |app: &TestApp| async move {
     let b = project_b(app).await;
-    app.settings(json!({ "allow_localhost": true, "magic_link_enabled": true })).await;
+    app.settings(json!({
+        "allow_localhost": true, "magic_link_enabled": true,
+        "allow_user_api_keys": true, "allow_team_api_keys": true,
+    }))
+    .await;
     let before = snapshot(app, &b).await;
     let a_user = app.sign_up(&email("a-user"), "project a password 1").await;
     let doc = ok(send(app.get("/api/v1/openapi.json")).await, 200).await;
@@ -592,7 +644,10 @@ both_modes!(ignored project_a_never_reaches_project_b, |app: &TestApp| async mov
                 let leaked: Vec<&String> = b
                     .markers
                     .iter()
-                    .chain([&b.team, &b.user.user_id, &b.channel, &b.session, &b.endpoint, &b.api_key, &b.invitation])
+                    .chain([
+                        &b.team, &b.user.user_id, &b.channel, &b.session, &b.endpoint, &b.api_key,
+                        &b.invitation, &b.user_key, &b.team_key,
+                    ])
                     .filter(|m| text.contains(m.as_str()) && !sent.contains(m.as_str()))
                     .collect();
                 let who = format!(

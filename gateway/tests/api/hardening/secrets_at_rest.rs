@@ -28,6 +28,7 @@ async fn exercise(app: &TestApp) -> Vec<(&'static str, String)> {
         "magic_link_enabled": true,
         "allow_localhost": true,
         "refresh_token_rotation": true,
+        "allow_user_api_keys": true,
     }))
     .await;
 
@@ -61,6 +62,46 @@ async fn exercise(app: &TestApp) -> Vec<(&'static str, String)> {
     )
     .await;
     secrets.push(("rotated refresh token", field(&refreshed, "refresh_token")));
+
+    let user_key = ok(
+        send(
+            app.client(Method::POST, "/api/v1/user-api-keys", Some(&session.access))
+                .json(
+                    &json!({ "user_id": "me", "description": "scan", "expires_at_millis": null }),
+                ),
+        )
+        .await,
+        200,
+    )
+    .await;
+    secrets.push(("user API key", field(&user_key, "value")));
+    let cli = ok(
+        send(app.client(Method::POST, "/api/v1/auth/cli", None)).await,
+        200,
+    )
+    .await;
+    secrets.push(("CLI polling code", field(&cli, "polling_code")));
+    secrets.push(("CLI login code", field(&cli, "login_code")));
+    let complete = json!({ "login_code": field(&cli, "login_code"), "refresh_token": field(&refreshed, "refresh_token") });
+    ok(
+        send(
+            app.client(Method::POST, "/api/v1/auth/cli/complete", None)
+                .json(&complete),
+        )
+        .await,
+        200,
+    )
+    .await;
+    let polled = ok(
+        send(
+            app.client(Method::POST, "/api/v1/auth/cli/poll", None)
+                .json(&json!({ "polling_code": field(&cli, "polling_code") })),
+        )
+        .await,
+        201,
+    )
+    .await;
+    secrets.push(("CLI session refresh token", field(&polled, "refresh_token")));
 
     let callback = json!({ "email": address, "callback_url": "http://localhost/cb" });
     ok(

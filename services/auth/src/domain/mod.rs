@@ -6,6 +6,7 @@ pub mod mail;
 pub mod mfa;
 pub mod oauth;
 pub mod otp;
+pub mod owned_keys;
 pub mod passwords;
 pub mod projects;
 pub mod sessions;

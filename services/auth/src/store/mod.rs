@@ -9,6 +9,7 @@ pub mod cli_logins;
 #[cfg(test)]
 mod contract;
 pub mod oauth;
+pub mod owned_keys;
 pub mod sealed;
 mod sql;
 
