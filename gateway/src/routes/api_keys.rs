@@ -5,6 +5,7 @@
 use axum::extract::{Path, State};
 use axum::Json;
 use latchkey_proto::auth::v1 as pb;
+use latchkey_shared::error::ErrorCode;
 use pb::owned_key_owner::Owner;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -100,11 +101,17 @@ async fn list(app: AppState, access: Access, owner: Owner) -> ApiResult<Json<Val
         .list_owned_keys(access.request(request))
         .await?
         .into_inner();
-    let items: Vec<Value> = keys
+    let items = keys
         .items_json
         .iter()
-        .filter_map(|j| serde_json::from_str(j).ok())
-        .collect();
+        .map(|j| serde_json::from_str(j))
+        .collect::<Result<Vec<Value>, _>>()
+        .map_err(|e| {
+            ApiError::new(
+                ErrorCode::InternalServerError,
+                format!("auth sent a key that is not JSON: {e}"),
+            )
+        })?;
     Ok(Json(json!({ "items": items, "is_paginated": false })))
 }
 

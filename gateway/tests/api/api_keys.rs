@@ -171,6 +171,27 @@ both_modes!(
             .key_call("client", Some(&bob.access), Method::GET, &one, None)
             .await;
         assert_error(res, 403, "CLIENT_ACCESS_OWN_USER_ONLY").await;
+        let revoke = Some(json!({ "revoked": true }));
+        let res = app
+            .key_call("client", Some(&bob.access), Method::PATCH, &one, revoke)
+            .await;
+        assert_error(res, 403, "CLIENT_ACCESS_OWN_USER_ONLY").await;
+        let res = app
+            .key_call(
+                "server",
+                None,
+                Method::GET,
+                &format!("{path}/not-a-uuid"),
+                None,
+            )
+            .await;
+        assert_error(res, 400, "SCHEMA_ERROR").await;
+        let long =
+            json!({ "user_id": "me", "description": "x".repeat(1001), "expires_at_millis": null });
+        let res = app
+            .key_call("client", Some(&ada.access), Method::POST, path, Some(long))
+            .await;
+        assert_error(res, 400, "SCHEMA_ERROR").await;
         let read = ok(
             app.key_call("server", None, Method::GET, &one, None).await,
             200,
@@ -390,6 +411,11 @@ both_modes!(
         for (method, path, body) in [
             (Method::GET, list.clone(), None),
             (Method::POST, path.to_owned(), Some(create.clone())),
+            (
+                Method::PATCH,
+                format!("{path}/{}", key["id"].as_str().unwrap_or_default()),
+                Some(json!({ "revoked": true })),
+            ),
             (
                 Method::GET,
                 format!(

@@ -16,6 +16,7 @@ use super::users;
 use crate::app::App;
 use crate::error::{coded, Error, Result};
 use crate::store::owned_keys::{OwnedKey, Owner};
+use crate::store::StoreError;
 
 /// The team permission that lets a member manage the team's keys.
 pub const MANAGE_PERMISSION: &str = "$manage_api_keys";
@@ -197,12 +198,12 @@ fn new_secret(kind: Kind, is_public: bool) -> String {
 /// `POST /{user,team}-api-keys`: the key, with its whole secret shown this once.
 pub async fn create(app: &App, ctx: &Context, new: NewKey) -> Result<Value> {
     let kind = Kind::of(new.owner);
+    require_enabled(app, ctx, kind).await?;
     if new.description.chars().count() > MAX_DESCRIPTION_CHARS {
         return Err(Error::Invalid(format!(
             "description must be at most {MAX_DESCRIPTION_CHARS} characters"
         )));
     }
-    require_enabled(app, ctx, kind).await?;
     authorize(app, ctx, new.owner).await?;
     let secret = new_secret(kind, new.is_public);
     let (user_id, team_id) = match new.owner {
@@ -228,7 +229,29 @@ pub async fn create(app: &App, ctx: &Context, new: NewKey) -> Result<Value> {
         key.created_at_millis,
         to_json(&key, None),
     );
-    app.owned_keys.insert(&key, &event).await?;
+    match app.owned_keys.insert(&key, &event).await {
+        // The user was deleted since `authorize` looked.
+        Err(StoreError::Db(e))
+            if e.as_database_error()
+                .is_some_and(|d| d.is_foreign_key_violation()) =>
+        {
+            return Err(users::not_found(user_id.unwrap_or_default()));
+        }
+        other => other?,
+    }
+    // A team deleted since `authorize` looked, after auth cleared its keys, would keep this
+    // one for ever (refused, but stored): look again and clear it.
+    if let Some(team) = team_id {
+        if !team_exists(app, ctx, team).await? {
+            app.owned_keys
+                .delete_team_keys(ctx.project_id, team)
+                .await?;
+            return Err(coded(
+                ErrorCode::TeamNotFound,
+                format!("No team with id {team} exists."),
+            ));
+        }
+    }
     Ok(to_json(&key, Some(&secret)))
 }
 
@@ -298,9 +321,15 @@ pub async fn update(
         to_json(&key, None),
     );
     let revocation = revoked_now.then_some((now, &event));
-    app.owned_keys
+    // A key that went with its user or team since `manageable` read it is not found.
+    match app
+        .owned_keys
         .update(ctx.project_id, id, description.as_deref(), revocation)
-        .await?;
+        .await
+    {
+        Err(StoreError::NotFound) => return Err(not_found()),
+        other => other?,
+    }
     // Read back: a concurrent revocation may have set the time first.
     let key = app
         .owned_keys
