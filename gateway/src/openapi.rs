@@ -4,9 +4,9 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::routes::{
-    api_keys, auth_cli, auth_mfa, auth_otp, auth_password, auth_sessions, contact_channels,
-    internal, oauth, oauth_providers, permissions, projects, root, team_invitations,
-    team_member_profiles, teams, users, webhook_endpoints,
+    api_keys, auth_anonymous, auth_cli, auth_mfa, auth_otp, auth_password, auth_sessions,
+    contact_channels, internal, oauth, oauth_providers, permissions, projects, root,
+    team_invitations, team_member_profiles, teams, users, webhook_endpoints,
 };
 
 #[derive(OpenApi)]
@@ -38,6 +38,7 @@ use crate::routes::{
         auth_otp::sign_in,
         auth_otp::check,
         auth_mfa::sign_in,
+        auth_anonymous::sign_up,
         auth_cli::start,
         api_keys::list_user,
         api_keys::create_user,

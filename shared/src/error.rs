@@ -134,6 +134,7 @@ error_codes! {
     ApiKeyExpired => ("API_KEY_EXPIRED", 401),
     WrongApiKeyType => ("WRONG_API_KEY_TYPE", 400),
     ApiKeysNotEnabled => ("API_KEYS_NOT_ENABLED", 400),
+    AnonymousAuthenticationNotAllowed => ("ANONYMOUS_AUTHENTICATION_NOT_ALLOWED", 401),
 }
 
 impl ErrorCode {

@@ -142,8 +142,10 @@ pub struct Presented<'a> {
     pub project_id: Option<Uuid>,
     /// `Err` for a token header that is not readable text.
     pub token: Result<Option<&'a str>, ()>,
-    /// Whether the request allows restricted (or anonymous) users.
+    /// Whether the request allows restricted users (the anonymous header allows them too).
     pub allow_restricted: bool,
+    /// Whether the request allows anonymous users.
+    pub allow_anonymous: bool,
     /// The key for the access type; `None` when its header is absent.
     pub key: Option<&'a str>,
 }
@@ -188,18 +190,16 @@ pub fn presented(headers: &axum::http::HeaderMap) -> Result<Option<Presented<'_>
             )
             .with_details(json!({ "request_type": access_type.as_str() }))
         })?;
-    let allow_restricted = [
-        headers::ALLOW_RESTRICTED_USER,
-        headers::ALLOW_ANONYMOUS_USER,
-    ]
-    .iter()
-    .any(|h| matches!(header(headers, h), Ok(Some("true"))));
+    let allows = |h: &str| matches!(header(headers, h), Ok(Some("true")));
+    let allow_anonymous = allows(headers::ALLOW_ANONYMOUS_USER);
+    let allow_restricted = allow_anonymous || allows(headers::ALLOW_RESTRICTED_USER);
     Ok(Some(Presented {
         access_type,
         project_text,
         project_id: Uuid::parse_str(project_text).ok(),
         token: header(headers, headers::ACCESS_TOKEN),
         allow_restricted,
+        allow_anonymous,
         key: header(headers, access_type.key_header()).unwrap_or(Some("")),
     }))
 }
@@ -237,6 +237,12 @@ async fn validate_headers(
         Ok(Some(token)) => {
             let header_project = project_id.unwrap_or(Uuid::nil());
             let user = app.tokens.verify(token, header_project).await?;
+            if user.anonymous && !presented.allow_anonymous {
+                return Err(ApiError::new(
+                    ErrorCode::AnonymousAuthenticationNotAllowed,
+                    "The access token is an anonymous user's; send X-Stack-Allow-Anonymous-User: true where anonymous users are welcome.",
+                ));
+            }
             if user.restricted && !presented.allow_restricted {
                 return Err(ApiError::new(
                     ErrorCode::RestrictedUserNotAllowed,

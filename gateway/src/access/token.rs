@@ -27,6 +27,8 @@ pub struct TokenUser {
     pub user_id: Uuid,
     pub session_id: Option<Uuid>,
     pub restricted: bool,
+    /// An anonymous user's token (also restricted).
+    pub anonymous: bool,
     /// `{type}` of a restricted user's token (20 §1.3).
     pub restricted_reason: serde_json::Value,
     pub issued_at_secs: i64,
@@ -46,6 +48,8 @@ struct Claims {
     refresh_token_id: Option<String>,
     #[serde(default)]
     is_restricted: bool,
+    #[serde(default)]
+    is_anonymous: bool,
     #[serde(default)]
     restricted_reason: serde_json::Value,
 }
@@ -77,7 +81,11 @@ fn claimed_project(token: &str) -> Option<Uuid> {
     let bytes = URL_SAFE_NO_PAD.decode(payload).ok()?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     let aud = value.get("aud")?.as_str()?;
-    Uuid::parse_str(aud.strip_suffix(":restricted").unwrap_or(aud)).ok()
+    let project = [":restricted", ":anon"]
+        .iter()
+        .find_map(|suffix| aud.strip_suffix(suffix))
+        .unwrap_or(aud);
+    Uuid::parse_str(project).ok()
 }
 
 impl TokenVerifier {
@@ -102,6 +110,7 @@ impl TokenVerifier {
         let mut request = tonic::Request::new(GetJwksRequest {
             project_id: project.to_string(),
             include_restricted: true,
+            include_anonymous: true,
         });
         request.set_timeout(latchkey_shared::grpc::DEFAULT_DEADLINE);
         let keys = match self.auth.clone().get_jwks(request).await {
@@ -203,8 +212,14 @@ pub fn check(
         .map_err(|_| unparsable())?
         .claims;
 
-    let restricted = jwk.audience == "restricted";
-    let (aud, iss) = if restricted {
+    let anonymous = jwk.audience == "anonymous";
+    let restricted = anonymous || jwk.audience == "restricted";
+    let (aud, iss) = if anonymous {
+        (
+            format!("{project}:anon"),
+            format!("{public_url}/api/v1/projects-anonymous-users/{project}"),
+        )
+    } else if restricted {
         (
             format!("{project}:restricted"),
             format!("{public_url}/api/v1/projects-restricted-users/{project}"),
@@ -219,6 +234,7 @@ pub fn check(
         || claims.iss != iss
         || claims.project_id != project.to_string()
         || claims.is_restricted != restricted
+        || claims.is_anonymous != anonymous
     {
         return Err(unparsable());
     }
@@ -252,6 +268,7 @@ pub fn check(
             .as_deref()
             .and_then(|s| Uuid::parse_str(s).ok()),
         restricted,
+        anonymous,
         restricted_reason: claims.restricted_reason,
         issued_at_secs: claims.iat,
         expires_at_secs: claims.exp,

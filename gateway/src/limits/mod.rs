@@ -56,6 +56,7 @@ const AUTH_SENSITIVE: &[&str] = &[
     "/api/v1/auth/otp/sign-in",
     "/api/v1/auth/otp/sign-in/check-code",
     "/api/v1/auth/mfa/sign-in",
+    "/api/v1/auth/anonymous/sign-up",
     // Counted per project, client address and route: the SDK polls every 2 s, so one address
     // (a NAT, a CI runner) can poll for three CLIs at once within the default 100 a minute.
     "/api/v1/auth/cli",

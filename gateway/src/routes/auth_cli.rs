@@ -124,7 +124,7 @@ pub async fn complete(
                 login_code: body.login_code,
             };
             users.check_cli_login(access.request(request)).await?;
-            // Latchkey has no anonymous CLI sessions to claim yet.
+            // Latchkey keeps no anonymous CLI sessions, so there is never one to claim.
             Ok(Json(json!({ "cli_session_state": "none" })))
         }
         _ => Err(ApiError::schema("mode must be 'complete' or 'check'")),

@@ -1,6 +1,7 @@
 //! The REST routes under `/api/v1`, one module per spec area, plus the operational routes.
 
 pub mod api_keys;
+pub mod auth_anonymous;
 pub mod auth_cli;
 pub mod auth_mfa;
 pub mod auth_otp;
@@ -142,6 +143,10 @@ fn auth_routes() -> Router<AppState> {
         .route(
             "/api/v1/team-api-keys/{api_key_id}",
             get(api_keys::get_team).patch(api_keys::update_team),
+        )
+        .route(
+            "/api/v1/auth/anonymous/sign-up",
+            post(auth_anonymous::sign_up),
         )
         .route("/api/v1/auth/cli", post(auth_cli::start))
         .route("/api/v1/auth/cli/poll", post(auth_cli::poll))

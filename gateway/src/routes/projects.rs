@@ -45,15 +45,15 @@ pub struct JwksQuery {
 #[utoipa::path(get, path = "/api/v1/projects/{project_id}/.well-known/jwks.json", tag = "projects",
     params(("project_id" = String, Path, description = "Project id"),
            ("include_restricted" = Option<bool>, Query, description = "Also list restricted-audience keys"),
-           ("include_anonymous" = Option<bool>, Query, description = "Accepted; implies include_restricted")),
+           ("include_anonymous" = Option<bool>, Query, description = "Also list anonymous users' keys; implies include_restricted")),
     responses((status = 200, description = "JSON Web Key Set"), (status = 404, description = "PROJECT_NOT_FOUND")))]
 pub async fn jwks(
     State(app): State<AppState>,
     Path(project_id): Path<String>,
     Query(query): Query<JwksQuery>,
 ) -> ApiResult<Response> {
-    let include_restricted =
-        query.include_restricted.unwrap_or(false) || query.include_anonymous.unwrap_or(false);
+    let include_anonymous = query.include_anonymous.unwrap_or(false);
+    let include_restricted = query.include_restricted.unwrap_or(false) || include_anonymous;
     let not_found = || {
         ApiError::new(ErrorCode::ProjectNotFound, "The project does not exist.")
             .with_details(json!({ "project_id": project_id }))
@@ -62,6 +62,7 @@ pub async fn jwks(
     let mut request = tonic::Request::new(GetJwksRequest {
         project_id: id.to_string(),
         include_restricted,
+        include_anonymous,
     });
     request.set_timeout(latchkey_shared::grpc::DEFAULT_DEADLINE);
     let keys = app.auth.clone().get_jwks(request).await?.into_inner().keys;

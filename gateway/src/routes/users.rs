@@ -184,7 +184,8 @@ pub struct ListQuery {
 #[utoipa::path(get, path = "/api/v1/users", tag = "users",
     params(("limit" = Option<u64>, Query, description = "page size"), ("cursor" = Option<String>, Query, description = "id of the first user of the page"),
            ("desc" = Option<bool>, Query, description = "newest first"), ("query" = Option<String>, Query, description = "id, name or e-mail search"),
-           ("team_id" = Option<String>, Query, description = "members of a team"), ("include_restricted" = Option<bool>, Query, description = "include restricted users")),
+           ("team_id" = Option<String>, Query, description = "members of a team"), ("include_restricted" = Option<bool>, Query, description = "include restricted users"),
+           ("include_anonymous" = Option<bool>, Query, description = "include anonymous (and restricted) users"), ("only_anonymous" = Option<bool>, Query, description = "only anonymous users; needs include_anonymous=true")),
     responses((status = 200, description = "Paginated users")))]
 pub async fn list(
     State(app): State<AppState>,
@@ -224,6 +225,8 @@ pub async fn list(
         query: q.query,
         team_id: q.team_id,
         include_restricted: q.include_restricted.unwrap_or(false),
+        include_anonymous: q.include_anonymous.unwrap_or(false),
+        only_anonymous: q.only_anonymous.unwrap_or(false),
     };
     let page = app
         .users

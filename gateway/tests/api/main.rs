@@ -7,6 +7,7 @@ mod smtp;
 
 mod access;
 mod accounts;
+mod anonymous;
 mod api_keys;
 mod balancing;
 mod basics;

@@ -753,3 +753,29 @@ both_modes!(
         .await;
     }
 );
+
+both_modes!(
+    an_anonymous_user_signing_up_by_oauth_keeps_its_id,
+    |app: &TestApp| async move {
+        let mock = MockProvider::start().await;
+        app.settings(provider_settings(&mock)).await;
+        let anon = ok(
+            send(app.client(Method::POST, "/api/v1/auth/anonymous/sign-up", None)).await,
+            200,
+        )
+        .await;
+        let anon_id = anon["user_id"].as_str().unwrap_or_default().to_owned();
+        let address = email("anon-oauth");
+        mock.sign_in_as(Identity::new("anon-sub", &address, true));
+        let token = anon["access_token"].as_str().unwrap_or_default();
+        let done = Flow::new(app).with("token", token).sign_in("mock").await;
+        assert_eq!(done["status"], 200, "{done}");
+        assert_eq!(done["body"]["is_new_user"], true, "{done}");
+        assert_ne!(done["body"]["refresh_token"], anon["refresh_token"]);
+        let user = me(app, &done["body"]["access_token"]).await;
+        assert_eq!(user["id"], anon_id.as_str());
+        assert_eq!(user["is_anonymous"], false);
+        assert_eq!(user["primary_email"], address.as_str());
+        assert_eq!(user["oauth_providers"][0]["id"], "mock");
+    }
+);

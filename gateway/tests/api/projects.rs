@@ -48,6 +48,7 @@ both_modes!(current_project_and_jwks, |app: &TestApp| async move {
     )
     .await;
     assert_eq!(body["keys"].as_array().map(Vec::len), Some(2));
+    // Anonymous users' key too (issue 19), and restricted ones with it.
     let (_, body, _) = parts(
         app.get(&format!("{jwks}?include_anonymous=true"))
             .send()
@@ -55,7 +56,7 @@ both_modes!(current_project_and_jwks, |app: &TestApp| async move {
             .unwrap_or_else(|e| panic!("{e}")),
     )
     .await;
-    assert_eq!(body["keys"].as_array().map(Vec::len), Some(2));
+    assert_eq!(body["keys"].as_array().map(Vec::len), Some(3));
     let res = app
         .get(&format!("{jwks}?include_restricted=yes"))
         .send()

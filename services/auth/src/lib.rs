@@ -71,7 +71,13 @@ pub async fn serve(
         // One store for the API and the consumer: what one writes, the other must not remember.
         let accounts = store::accounts::Accounts::new(db.clone());
         let owned_keys = store::owned_keys::OwnedKeys::new(db.clone());
-        follow_teams(&deps, &db, accounts.clone(), owned_keys.clone(), stop);
+        follow_teams(
+            &deps,
+            &db,
+            accounts.clone(),
+            owned_keys.clone(),
+            stop.clone(),
+        );
         // Postgres is shared by every auth replica; a SQLite file belongs to one process.
         let freshness = match &db {
             Database::Postgres(_) => store::cached::Freshness::CheckVersion,
@@ -110,6 +116,7 @@ pub async fn serve(
             key_pairs: Default::default(),
             settings: Default::default(),
         });
+        tokio::spawn(domain::anonymous::sweep(app.clone(), stop.wait()));
         let projects = grpc::Projects::new(store, clock);
         let routes =
             latchkey_shared::grpc::guarded(ProjectsServer::new(projects), &deps, keys.clone());

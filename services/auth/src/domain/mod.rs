@@ -1,5 +1,6 @@
 //! Rules of the auth service. Functions take the stores and clients they need (`App`).
 
+pub mod anonymous;
 pub mod cli;
 pub mod keys;
 pub mod mail;

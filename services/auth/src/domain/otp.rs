@@ -12,6 +12,7 @@ use latchkey_shared::{codes, email};
 use serde_json::json;
 use uuid::Uuid;
 
+use super::anonymous;
 use super::mail::{auth_channel, mail_override, require_trusted};
 use super::mfa::{self, SignedIn};
 use super::settings::Settings;
@@ -165,11 +166,19 @@ pub async fn sign_in(app: &App, ctx: &Context, code: &str) -> Result<SignedIn> {
     mfa::sign_in(app, ctx, user_id, is_new_user).await
 }
 
+/// A new user for the address, or the caller's anonymous user upgraded to it.
 async fn create_user(app: &App, ctx: &Context, settings: &Settings, address: &str) -> Result<Uuid> {
-    let mut row = users::new_row(ctx.project_id, app.now());
+    let anonymous = anonymous::caller(app, ctx).await?;
+    let upgrading = anonymous.is_some();
+    let mut row = anonymous.unwrap_or_else(|| users::new_row(ctx.project_id, app.now()));
     let user_id = row.id;
     row.otp_auth_enabled = true;
     let channel = users::reserve_email(app, ctx, user_id, address, true, true).await?;
-    users::finish_create(app, ctx, row, settings, Some(channel), None).await?;
+    if upgrading {
+        let upgraded = anonymous::upgrade(app, ctx, row, settings).await;
+        users::release_on_error(app, ctx, channel, upgraded).await?;
+    } else {
+        users::finish_create(app, ctx, row, settings, Some(channel), None).await?;
+    }
     Ok(user_id)
 }

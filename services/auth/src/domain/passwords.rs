@@ -11,6 +11,7 @@ use latchkey_shared::grpc::Context;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use super::anonymous;
 use super::mail::{auth_user, mail_override, require_trusted};
 use super::sessions::{self, Tokens};
 use super::settings::Settings;
@@ -107,21 +108,35 @@ pub async fn sign_up(
     check_new(password, &settings)?;
     let address = email::normalize(address);
     let now = app.now();
-    let mut row = users::new_row(ctx.project_id, now);
+    let anonymous = anonymous::caller(app, ctx).await?;
+    let upgrading = anonymous.is_some();
+    let mut row = anonymous.unwrap_or_else(|| users::new_row(ctx.project_id, now));
     let user_id = row.id;
     row.password_hash = Some(app.passwords.hash(password).await?);
 
     let channel_id = users::reserve_email(app, ctx, user_id, &address, false, true).await?;
-    let (session, refresh_token) = sessions::new_session(
-        ctx.project_id,
-        user_id,
-        now,
-        sessions::DEFAULT_LIFETIME_MILLIS,
-        false,
-    );
-    let session_id = session.session.id;
-    let (user, _) =
-        users::finish_create(app, ctx, row, &settings, Some(channel_id), Some(session)).await?;
+    let (user, tokens) = if upgrading {
+        let upgraded = anonymous::upgrade(app, ctx, row, &settings).await;
+        users::release_on_error(app, ctx, channel_id, upgraded).await?;
+        let user = users::get(app, ctx, user_id).await?;
+        let tokens =
+            sessions::open(app, ctx, &user, sessions::DEFAULT_LIFETIME_MILLIS, false).await?;
+        (user, tokens)
+    } else {
+        let (session, refresh_token) = sessions::new_session(
+            ctx.project_id,
+            user_id,
+            now,
+            sessions::DEFAULT_LIFETIME_MILLIS,
+            false,
+        );
+        let session_id = session.session.id;
+        let (user, _) =
+            users::finish_create(app, ctx, row, &settings, Some(channel_id), Some(session)).await?;
+        let tokens =
+            sessions::tokens_for(app, ctx.project_id, &user, session_id, refresh_token).await?;
+        (user, tokens)
+    };
 
     if let Some(url) = verify_url {
         let request = contacts::SendVerificationCodeRequest {
@@ -140,8 +155,6 @@ pub async fn sign_up(
             }
         });
     }
-    let tokens =
-        sessions::tokens_for(app, ctx.project_id, &user, session_id, refresh_token).await?;
     Ok((user, tokens))
 }
 

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::keys::{self, NewKeys};
 use super::settings::Settings;
-use super::signing::{self, AUDIENCE_NORMAL, AUDIENCE_RESTRICTED};
+use super::signing;
 use crate::error::{Error, Result};
 use crate::store::{NewProject, Project, ProjectStore};
 
@@ -40,10 +40,10 @@ pub async fn create(
         created_at_millis: now,
     };
     let keys = keys::generate(id, "Default keys", None, [true, true, true], now);
-    let signing_keys = vec![
-        signing::generate(id, AUDIENCE_NORMAL, now)?,
-        signing::generate(id, AUDIENCE_RESTRICTED, now)?,
-    ];
+    let signing_keys = signing::AUDIENCES
+        .iter()
+        .map(|audience| signing::generate(id, audience, now))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
     store
         .insert_project(&NewProject {
             project: project.clone(),
@@ -63,7 +63,7 @@ pub async fn rotate_signing_keys(
 ) -> Result<Vec<crate::store::SigningKey>> {
     get(store, id).await?;
     let now = clock.now_millis();
-    for audience in [AUDIENCE_NORMAL, AUDIENCE_RESTRICTED] {
+    for audience in signing::AUDIENCES {
         store
             .insert_signing_key(&signing::generate(id, audience, now)?)
             .await?;

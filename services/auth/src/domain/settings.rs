@@ -36,6 +36,8 @@ pub struct Settings {
     pub client_user_deletion_enabled: bool,
     pub allow_user_api_keys: bool,
     pub allow_team_api_keys: bool,
+    /// Anonymous users older than this are deleted; None keeps them.
+    pub anonymous_user_max_age_seconds: Option<u64>,
     pub create_team_on_sign_up: bool,
     pub require_email_verification: bool,
     pub allow_localhost: bool,
@@ -65,6 +67,7 @@ impl Default for Settings {
             client_user_deletion_enabled: false,
             allow_user_api_keys: false,
             allow_team_api_keys: false,
+            anonymous_user_max_age_seconds: None,
             create_team_on_sign_up: false,
             require_email_verification: false,
             allow_localhost: false,
@@ -232,6 +235,14 @@ impl Settings {
     }
 
     pub fn validate(&self) -> Result<(), Invalid> {
+        if self
+            .anonymous_user_max_age_seconds
+            .is_some_and(|s| !(1..=10 * 365 * 24 * 3600).contains(&s))
+        {
+            return Err(Invalid(
+                "anonymous_user_max_age_seconds must be between 1 and 315360000, or null".into(),
+            ));
+        }
         if !(8..=64).contains(&self.password_min_length) {
             return Err(Invalid(
                 "password_min_length must be between 8 and 64".into(),

@@ -11,6 +11,9 @@ use crate::store::SigningKey;
 
 pub const AUDIENCE_NORMAL: &str = "normal";
 pub const AUDIENCE_RESTRICTED: &str = "restricted";
+pub const AUDIENCE_ANONYMOUS: &str = "anonymous";
+/// Every audience a project signs for; each has its own key.
+pub const AUDIENCES: [&str; 3] = [AUDIENCE_NORMAL, AUDIENCE_RESTRICTED, AUDIENCE_ANONYMOUS];
 
 #[derive(Debug, thiserror::Error)]
 #[error("could not generate a signing key")]

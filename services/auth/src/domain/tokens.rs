@@ -6,30 +6,32 @@ use base64::Engine;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::signing::{AUDIENCE_NORMAL, AUDIENCE_RESTRICTED};
+use super::signing::{self, AUDIENCE_ANONYMOUS, AUDIENCE_NORMAL, AUDIENCE_RESTRICTED};
 use crate::app::App;
 use crate::error::{Error, Result};
+use crate::store::SigningKey;
 
 /// Lifetime of an access token (70 §1).
 pub const ACCESS_TOKEN_SECONDS: i64 = 600;
 
-/// Mints an access token for `user` (its server view) and session `session_id`.
+/// Mints an access token for `user` (its server view) and session `session_id`. Anonymous,
+/// restricted and other users' tokens differ in audience, issuer and signing key, so a
+/// verifier that accepts one kind cannot be handed another.
 pub async fn mint(app: &App, project: Uuid, user: &Value, session_id: Uuid) -> Result<String> {
+    let anonymous = user["is_anonymous"].as_bool().unwrap_or(false);
     let restricted = user["is_restricted"].as_bool().unwrap_or(false);
-    let audience = if restricted {
-        AUDIENCE_RESTRICTED
-    } else {
-        AUDIENCE_NORMAL
-    };
-    let keys = app.projects.signing_keys(project).await?;
-    // signing_keys is newest first.
-    let key = keys
-        .iter()
-        .find(|k| k.audience == audience)
-        .ok_or_else(|| Error::Invalid("the project has no signing key".into()))?;
-    let now = app.now() / 1000;
-    let (aud, iss) = if restricted {
+    let (audience, aud, iss) = if anonymous {
         (
+            AUDIENCE_ANONYMOUS,
+            format!("{project}:anon"),
+            format!(
+                "{}/api/v1/projects-anonymous-users/{project}",
+                app.public_url
+            ),
+        )
+    } else if restricted {
+        (
+            AUDIENCE_RESTRICTED,
             format!("{project}:restricted"),
             format!(
                 "{}/api/v1/projects-restricted-users/{project}",
@@ -38,10 +40,13 @@ pub async fn mint(app: &App, project: Uuid, user: &Value, session_id: Uuid) -> R
         )
     } else {
         (
+            AUDIENCE_NORMAL,
             project.to_string(),
             format!("{}/api/v1/projects/{project}", app.public_url),
         )
     };
+    let key = signing_key(app, project, audience).await?;
+    let now = app.now() / 1000;
     let claims = json!({
         "iss": iss,
         "aud": aud,
@@ -57,7 +62,7 @@ pub async fn mint(app: &App, project: Uuid, user: &Value, session_id: Uuid) -> R
         "email_verified": user["primary_email_verified"],
         "selected_team_id": user["selected_team_id"],
         "signed_up_at": user["signed_up_at_millis"].as_i64().unwrap_or(0) / 1000,
-        "is_anonymous": false,
+        "is_anonymous": anonymous,
         "is_restricted": restricted,
         "restricted_reason": user["restricted_reason"],
         "requires_totp_mfa": user["requires_totp_mfa"],
@@ -66,8 +71,23 @@ pub async fn mint(app: &App, project: Uuid, user: &Value, session_id: Uuid) -> R
     let mut token = URL_SAFE_NO_PAD.encode(header.to_string());
     token.push('.');
     URL_SAFE_NO_PAD.encode_string(claims.to_string(), &mut token);
-    let signature = app.key_pairs.sign(key, token.as_bytes())?;
+    let signature = app.key_pairs.sign(&key, token.as_bytes())?;
     token.push('.');
     URL_SAFE_NO_PAD.encode_string(signature, &mut token);
     Ok(token)
+}
+
+/// The project's newest key for `audience`. Projects made before an audience existed get its
+/// first key when a token first needs it.
+async fn signing_key(app: &App, project: Uuid, audience: &str) -> Result<SigningKey> {
+    // signing_keys is newest first.
+    let newest = |keys: Vec<SigningKey>| keys.into_iter().find(|k| k.audience == audience);
+    if let Some(key) = newest(app.projects.signing_keys(project).await?) {
+        return Ok(key);
+    }
+    let key = signing::generate(project, audience, app.now())
+        .map_err(|_| Error::Invalid("could not generate a signing key".into()))?;
+    app.projects.insert_signing_key(&key).await?;
+    newest(app.projects.signing_keys(project).await?)
+        .ok_or_else(|| Error::Invalid("the project has no signing key".into()))
 }

@@ -23,6 +23,24 @@ pub struct ListQuery {
     pub query: Option<String>,
     pub team_id: Option<Uuid>,
     pub include_restricted: bool,
+    /// Anonymous users too (and, as in Stack Auth, restricted ones).
+    pub include_anonymous: bool,
+    pub only_anonymous: bool,
+}
+
+impl ListQuery {
+    /// Whether a composed user belongs in the list: anonymous users only when asked for,
+    /// other restricted users when either is asked for.
+    fn shows(&self, user: &Value) -> bool {
+        let anonymous = user["is_anonymous"] == true;
+        if self.only_anonymous {
+            return anonymous;
+        }
+        if anonymous {
+            return self.include_anonymous;
+        }
+        user["is_restricted"] == false || self.include_restricted || self.include_anonymous
+    }
 }
 
 /// Candidates asked of a source at a time.
@@ -68,7 +86,7 @@ pub async fn list(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>
             rows.iter()
                 .filter(|r| matching(r))
                 .map(|r| view(r, of(&channels, &r.id), of(&oauth, &r.id), &settings))
-                .filter(|u| q.include_restricted || u["is_restricted"] == false),
+                .filter(|u| q.shows(u)),
         );
         if exhausted || want.is_some_and(|w| users.len() >= w) {
             break;

@@ -98,7 +98,9 @@ pub fn view(
 ) -> Value {
     let primary = channels.iter().find(|c| c.is_primary);
     let verified = primary.is_some_and(|c| c.is_verified);
-    let restricted_reason = if settings.require_email_verification && !verified {
+    let restricted_reason = if row.is_anonymous {
+        Some("anonymous")
+    } else if settings.require_email_verification && !verified {
         Some("email_not_verified")
     } else if row.restricted_by_admin {
         Some("restricted_by_administrator")
@@ -128,7 +130,7 @@ pub fn view(
         "oauth_providers": oauth.iter().map(|r| json!({
             "id": r.provider_id, "account_id": r.account_id, "email": r.email,
         })).collect::<Vec<_>>(),
-        "is_anonymous": false,
+        "is_anonymous": row.is_anonymous,
         "is_restricted": restricted_reason.is_some(),
         "restricted_reason": restricted_reason.map(|t| json!({ "type": t })),
         "restricted_by_admin": row.restricted_by_admin,
@@ -220,6 +222,7 @@ pub fn new_row(project: Uuid, now: i64) -> UserRow {
         signed_up_at_millis: now,
         last_active_at_millis: now,
         totp_secret: None,
+        is_anonymous: false,
     }
 }
 
@@ -414,6 +417,29 @@ pub async fn reserve_email(
 /// Second half of every user creation: inserts the row (with an optional first session) and
 /// `user.created`; if that fails, releases the e-mail reserved in contacts so nothing is left
 /// half-made (DESIGN §1 saga).
+/// Passes `outcome` on; when it failed, first releases the address reserved for it, so a failed
+/// sign-up leaves no channel behind.
+pub async fn release_on_error<T>(
+    app: &App,
+    ctx: &Context,
+    channel: Uuid,
+    outcome: Result<T>,
+) -> Result<T> {
+    if outcome.is_err() {
+        let release = contacts::ChannelRef {
+            id: channel.to_string(),
+        };
+        if let Err(status) = app
+            .contacts()
+            .delete_channel(app.to_service(ctx, release))
+            .await
+        {
+            tracing::error!(%channel, error = %status, "could not release a reserved e-mail");
+        }
+    }
+    outcome
+}
+
 pub async fn finish_create(
     app: &App,
     ctx: &Context,
@@ -425,24 +451,14 @@ pub async fn finish_create(
     let channels = channels_of(app, ctx, &[row.id]).await?;
     let user = view(&row, of(&channels, &row.id), &[], settings);
     let event = Event::new("user.created", ctx.project_id, app.now(), user.clone());
-    if let Err(e) = app
+    let inserted = app
         .accounts
         .insert_user(&row, session.as_ref(), &[event])
         .await
-    {
-        if let Some(channel) = reserved_channel {
-            let release = contacts::ChannelRef {
-                id: channel.to_string(),
-            };
-            if let Err(status) = app
-                .contacts()
-                .delete_channel(app.to_service(ctx, release))
-                .await
-            {
-                tracing::error!(%channel, error = %status, "could not release a reserved e-mail");
-            }
-        }
-        return Err(e.into());
+        .map_err(Error::from);
+    match reserved_channel {
+        Some(channel) => release_on_error(app, ctx, channel, inserted).await?,
+        None => inserted?,
     }
     let mut user = user;
     // Default project permissions: no event (50 §1.2); a failure is logged, the account stands.

@@ -125,7 +125,11 @@ impl pb::projects_server::Projects for Projects {
         let keys = projects::published_keys(&*self.store, &*self.clock, project)
             .await?
             .into_iter()
-            .filter(|k| req.include_restricted || k.audience == signing::AUDIENCE_NORMAL)
+            .filter(|k| match k.audience.as_str() {
+                signing::AUDIENCE_RESTRICTED => req.include_restricted,
+                signing::AUDIENCE_ANONYMOUS => req.include_anonymous,
+                _ => true,
+            })
             .map(jwk)
             .collect();
         Ok(Response::new(pb::Jwks { keys }))

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::app::App;
 use crate::domain::sessions::{self, Tokens};
 use crate::domain::user_write::Mode;
-use crate::domain::{cli, mfa, otp, passwords, user_list, users};
+use crate::domain::{anonymous, cli, mfa, otp, passwords, user_list, users};
 use crate::error::{coded, Error};
 
 pub struct Users {
@@ -293,6 +293,8 @@ impl pb::users_server::Users for Users {
             query: req.query,
             team_id: optional_uuid(req.team_id.as_deref(), "team_id")?,
             include_restricted: req.include_restricted,
+            include_anonymous: req.include_anonymous,
+            only_anonymous: req.only_anonymous,
         };
         let (items, next) = user_list::list(&self.app, &ctx, &query).await?;
         Ok(Response::new(pb::UserPage {
@@ -460,5 +462,15 @@ impl pb::users_server::Users for Users {
         let ctx = Context::read(request.metadata())?;
         cli::check(&self.app, &ctx, &request.get_ref().login_code).await?;
         Ok(empty())
+    }
+
+    #[tracing::instrument(name = "auth.anonymous_sign_up", skip_all)]
+    async fn anonymous_sign_up(
+        &self,
+        request: Request<pb::Empty>,
+    ) -> Result<Response<pb::SignInResult>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let (user, tokens) = anonymous::sign_up(&self.app, &ctx).await?;
+        Ok(result(tokens, &user, true))
     }
 }

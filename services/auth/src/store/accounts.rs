@@ -36,6 +36,8 @@ pub struct UserRow {
     pub last_active_at_millis: i64,
     /// Base64 of the raw TOTP secret; set means MFA is required (10 §3).
     pub totp_secret: Option<String>,
+    /// Made by anonymous sign-up and not yet signed up for real.
+    pub is_anonymous: bool,
 }
 
 /// Display names for the users list's search.
@@ -52,7 +54,7 @@ const USER_COLUMNS: &str = "project_id, id, display_name, profile_image_url, cli
     client_read_only_metadata, server_metadata, password_hash, otp_auth_enabled, selected_team_id, \
     restricted_by_admin, restricted_by_admin_reason, restricted_by_admin_private_details, \
     country_code, risk_score_bot, risk_score_free_trial_abuse, signed_up_at_millis, last_active_at_millis, \
-    totp_secret";
+    totp_secret, is_anonymous";
 
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct SessionRow {
@@ -104,8 +106,8 @@ macro_rules! insert_user_sql {
          client_read_only_metadata, server_metadata, password_hash, otp_auth_enabled, selected_team_id, \
          restricted_by_admin, restricted_by_admin_reason, restricted_by_admin_private_details, \
          country_code, risk_score_bot, risk_score_free_trial_abuse, signed_up_at_millis, last_active_at_millis, \
-         totp_secret) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+         totp_secret, is_anonymous) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
     };
 }
 
@@ -136,6 +138,7 @@ impl Accounts {
                         .bind(&u.restricted_by_admin_private_details).bind(&u.country_code)
                         .bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
                         .bind(u.signed_up_at_millis).bind(u.last_active_at_millis).bind(&u.totp_secret)
+                        .bind(u.is_anonymous)
                         .execute(&mut *tx).await?;
                     if let Some(s) = session {
                         insert_session!(&mut *tx, s);
@@ -234,14 +237,16 @@ impl Accounts {
                          otp_auth_enabled = $7, selected_team_id = $8, restricted_by_admin = $9, \
                          restricted_by_admin_reason = $10, restricted_by_admin_private_details = $11, \
                          country_code = $12, risk_score_bot = $13, risk_score_free_trial_abuse = $14, \
-                         last_active_at_millis = $15, totp_secret = $16 WHERE project_id = $17 AND id = $18",
+                         last_active_at_millis = $15, totp_secret = $16, is_anonymous = $17 \
+                         WHERE project_id = $18 AND id = $19",
                     )
                     .bind(&u.display_name).bind(&u.profile_image_url).bind(&u.client_metadata)
                     .bind(&u.client_read_only_metadata).bind(&u.server_metadata).bind(&u.password_hash)
                     .bind(u.otp_auth_enabled).bind(u.selected_team_id).bind(u.restricted_by_admin)
                     .bind(&u.restricted_by_admin_reason).bind(&u.restricted_by_admin_private_details)
                     .bind(&u.country_code).bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
-                    .bind(u.last_active_at_millis).bind(&u.totp_secret).bind(u.project_id).bind(u.id)
+                    .bind(u.last_active_at_millis).bind(&u.totp_secret).bind(u.is_anonymous)
+                    .bind(u.project_id).bind(u.id)
                     .execute(&mut *tx).await?;
                     if done.rows_affected() == 0 {
                         return Err(StoreError::NotFound);
@@ -269,6 +274,19 @@ impl Accounts {
                 Ok(revoked)
             })
             .await
+    }
+
+    /// Up to `limit` anonymous users who signed up before `before`, oldest first.
+    pub async fn anonymous_before(
+        &self,
+        project: Uuid,
+        before: i64,
+        limit: i64,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let sql = "SELECT id FROM users WHERE project_id = $1 AND is_anonymous \
+                   AND signed_up_at_millis < $2 ORDER BY signed_up_at_millis LIMIT $3";
+        Ok(with_pool!(&self.db, pool => sqlx::query_scalar(sql)
+            .bind(project).bind(before).bind(limit).fetch_all(pool).await?))
     }
 
     /// Records `step` as the user's last accepted TOTP step; false when it (or a later one) was

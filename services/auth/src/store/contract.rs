@@ -28,7 +28,7 @@ async fn behaves(store: &dyn ProjectStore) {
     let signing = store.signing_keys(id).await.unwrap_or_default();
     let mut audiences: Vec<_> = signing.iter().map(|k| k.audience.as_str()).collect();
     audiences.sort_unstable();
-    assert_eq!(audiences, ["normal", "restricted"]);
+    assert_eq!(audiences, ["anonymous", "normal", "restricted"]);
 
     // Keys: stored hashed, found by hash, the wrong kind does not match.
     let server = created.keys.secret_server_key.clone().unwrap_or_default();
@@ -111,7 +111,7 @@ async fn behaves(store: &dyn ProjectStore) {
         crate::domain::signing::generate(id, "normal", 5_000).unwrap_or_else(|e| panic!("{e}"));
     assert!(store.insert_signing_key(&newer).await.is_ok());
     let listed = store.signing_keys(id).await.unwrap_or_default();
-    assert_eq!(listed.len(), 3);
+    assert_eq!(listed.len(), 4);
     assert_eq!(listed[0], newer);
     let mut replaced = newer.clone();
     replaced.private_key = signing[0].private_key.clone();

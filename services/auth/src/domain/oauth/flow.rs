@@ -40,6 +40,9 @@ struct Flow {
     code_challenge: String,
     code_challenge_method: String,
     link_user: Option<Uuid>,
+    /// The signed-in user of a sign-in flow: if anonymous, a new account upgrades it.
+    #[serde(default)]
+    upgrade_user: Option<Uuid>,
     error_redirect_uri: Option<String>,
     after_callback_redirect_url: Option<String>,
     redirect_mode: bool,
@@ -179,6 +182,7 @@ pub async fn authorize(app: &App, ctx: &Context, req: AuthorizeRequest) -> Resul
         code_challenge: req.code_challenge,
         code_challenge_method: req.code_challenge_method,
         link_user: req.user_id.filter(|_| req.link),
+        upgrade_user: req.user_id.filter(|_| !req.link),
         error_redirect_uri: req.error_redirect_uri,
         after_callback_redirect_url: req.after_callback_redirect_url,
         redirect_mode: req.redirect_mode,
@@ -359,7 +363,10 @@ async fn complete(
             linking::link(app, ctx, p, &identity, tokens, user).await?,
             false,
         ),
-        None => linking::authenticate(app, ctx, settings, p, &identity, tokens).await?,
+        None => {
+            linking::authenticate(app, ctx, settings, p, &identity, tokens, flow.upgrade_user)
+                .await?
+        }
     };
     let granted = Granted {
         user_id,

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::provider::{Grant, Identity};
 use crate::app::App;
+use crate::domain::anonymous;
 use crate::domain::mail::auth_channel;
 use crate::domain::settings::{MergeStrategy, OAuthProvider, Settings};
 use crate::domain::users;
@@ -130,7 +131,8 @@ fn used_by_someone_else(would_work_if_verified: bool) -> Error {
     .with_details(json!({ "would_work_if_email_was_verified": would_work_if_verified }))
 }
 
-/// The `authenticate` flow: the user the account signs in, and whether it was created now.
+/// The `authenticate` flow: the user the account signs in, and whether it was created now. A
+/// new account made while `upgrade` (the flow's signed-in user) is anonymous upgrades that user.
 pub async fn authenticate(
     app: &App,
     ctx: &Context,
@@ -138,6 +140,7 @@ pub async fn authenticate(
     p: &OAuthProvider,
     identity: &Identity,
     tokens: ProviderTokens,
+    upgrade: Option<Uuid>,
 ) -> Result<(Uuid, bool)> {
     let records = app
         .oauth
@@ -173,10 +176,19 @@ pub async fn authenticate(
             "Sign-up is not enabled for this project.",
         ));
     }
-    let mut row = users::new_row(ctx.project_id, app.now());
+    let anonymous = match upgrade {
+        Some(id) => anonymous::still_anonymous(app, ctx.project_id, id).await?,
+        None => None,
+    };
+    let upgrading = anonymous.is_some();
+    let mut row = anonymous.unwrap_or_else(|| users::new_row(ctx.project_id, app.now()));
     let user_id = row.id;
-    row.display_name = identity.display_name.clone();
-    row.profile_image_url = identity.profile_image_url.clone();
+    if row.display_name.is_none() {
+        row.display_name = identity.display_name.clone();
+    }
+    if row.profile_image_url.is_none() {
+        row.profile_image_url = identity.profile_image_url.clone();
+    }
     let channel = match &identity.email {
         Some(address) => Some(
             users::reserve_email(
@@ -191,7 +203,15 @@ pub async fn authenticate(
         ),
         None => None,
     };
-    users::finish_create(app, ctx, row, settings, channel, None).await?;
+    if upgrading {
+        let upgraded = anonymous::upgrade(app, ctx, row, settings).await;
+        match channel {
+            Some(channel) => users::release_on_error(app, ctx, channel, upgraded).await?,
+            None => upgraded?,
+        }
+    } else {
+        users::finish_create(app, ctx, row, settings, channel, None).await?;
+    }
     let record = new_record(app, ctx, p, identity, user_id, true);
     save(app, record, tokens, true).await?;
     Ok((user_id, true))
