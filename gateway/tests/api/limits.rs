@@ -550,3 +550,27 @@ both_modes!(input_limits_answer_clearly, |app: &TestApp| async move {
         200
     );
 });
+
+both_modes!(
+    cli_and_anonymous_sign_up_routes_are_auth_sensitive,
+    |app: &TestApp| async move {
+        app.settings(json!({ "rate_limits": { "client_auth_sensitive": { "limit": 2, "window_seconds": 60 } } })).await;
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        let routes = [
+            ("/api/v1/auth/cli", json!({})),
+            ("/api/v1/auth/cli/poll", json!({ "polling_code": "x" })),
+            (
+                "/api/v1/auth/cli/complete",
+                json!({ "login_code": "x", "mode": "check" }),
+            ),
+            ("/api/v1/auth/anonymous/sign-up", json!({})),
+        ];
+        for (path, body) in routes {
+            let call = || app.client(Method::POST, path, None).json(&body);
+            for _ in 0..2 {
+                assert_ne!(send(call()).await.status(), 429, "{path}");
+            }
+            assert_eq!(send(call()).await.status(), 429, "{path}");
+        }
+    }
+);
