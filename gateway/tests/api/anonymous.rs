@@ -135,6 +135,22 @@ both_modes!(
         )
         .await;
         assert_eq!(one["is_anonymous"], json!(true));
+        assert_eq!(claims(&anon.access)["role"], json!("anon"));
+
+        // A CLI signs in as a full user only.
+        let cli = ok(
+            send(app.client(Method::POST, "/api/v1/auth/cli", None)).await,
+            200,
+        )
+        .await;
+        let res = send(
+            app.client(Method::POST, "/api/v1/auth/cli/complete", None)
+                .json(&json!({
+                    "login_code": cli["login_code"], "refresh_token": anon.refresh,
+                })),
+        )
+        .await;
+        assert_error(res, 401, "ANONYMOUS_AUTHENTICATION_NOT_ALLOWED").await;
     }
 );
 
@@ -205,6 +221,35 @@ both_modes!(
         )
         .await;
         assert_ne!(ok(other, 200).await["user_id"], json!(anon.user_id));
+
+        // Two sign-ups at once by one anonymous user: exactly one upgrades it. The other is
+        // refused and leaves its address free (or, had it come after the upgrade, signed up a
+        // user of its own).
+        let anon = app.anonymous().await;
+        let (first, second) = (email("race-a"), email("race-b"));
+        let sign_up = |address: &str| {
+            send(
+                app.as_anonymous(Method::POST, "/api/v1/auth/password/sign-up", &anon.access)
+                    .json(&json!({ "email": address, "password": PASSWORD })),
+            )
+        };
+        let (a, b) = tokio::join!(sign_up(&first), sign_up(&second));
+        let (a, b) = (parts(a).await, parts(b).await);
+        let upgraded = [&a, &b]
+            .iter()
+            .filter(|(status, body, _)| *status == 200 && body["user_id"] == json!(anon.user_id))
+            .count();
+        assert_eq!(upgraded, 1, "{a:?} {b:?}");
+        for ((status, body, _), address) in [(&a, &first), (&b, &second)] {
+            match status {
+                200 => {}
+                400 => {
+                    assert_eq!(body["code"], json!("BAD_REQUEST"), "{body}");
+                    app.sign_up(address, PASSWORD).await;
+                }
+                other => panic!("{other} {body}"),
+            }
+        }
 
         // A one-time code signs up and upgrades too.
         let anon = app.anonymous().await;

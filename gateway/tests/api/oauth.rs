@@ -768,6 +768,14 @@ both_modes!(
         let address = email("anon-oauth");
         mock.sign_in_as(Identity::new("anon-sub", &address, true));
         let token = anon["access_token"].as_str().unwrap_or_default();
+        // An upgrade attaches the provider account at the callback, so, like a link, it needs
+        // the browser that started it even in JSON mode: a victim sent to the provider by
+        // someone else's anonymous flow attaches nothing.
+        let mut forged = Flow::new(app).with("token", token);
+        forged.json_mode = true;
+        forged.send_cookie = false;
+        let landed = forged.run("mock").await;
+        assert!(landed.contains("INVALID_OAUTH_STATE"), "{landed}");
         let done = Flow::new(app).with("token", token).sign_in("mock").await;
         assert_eq!(done["status"], 200, "{done}");
         assert_eq!(done["body"]["is_new_user"], true, "{done}");

@@ -7,6 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use latchkey_proto::contacts::v1 as contacts;
+use latchkey_proto::teams::v1 as teams;
+use latchkey_shared::error::ErrorCode;
 use latchkey_shared::events::Event;
 use latchkey_shared::grpc::Context;
 use latchkey_shared::headers::AccessType;
@@ -17,8 +20,8 @@ use super::sessions::{self, Tokens};
 use super::settings::Settings;
 use super::users;
 use crate::app::App;
-use crate::error::Result;
-use crate::store::accounts::{Revoke, UserRow};
+use crate::error::{coded, Result};
+use crate::store::accounts::UserRow;
 
 /// `POST /auth/anonymous/sign-up`: a new anonymous user and its session. Not a sign-up in the
 /// project's sense (Stack Auth allows it with sign-up disabled): the visitor can do nothing
@@ -61,7 +64,8 @@ pub async fn caller(app: &App, ctx: &Context) -> Result<Option<UserRow>> {
 /// Makes `row`, an anonymous user whose first way to sign in the caller has set on it (and
 /// whose address, if any, is reserved), a full user, and sends `user.updated`. The caller then
 /// opens a new session (the SDK keys sessions by refresh token); the anonymous sessions stay,
-/// now the upgraded user's.
+/// now the upgraded user's. Refused when the user stopped being anonymous meanwhile (another
+/// sign-up upgraded it, or the sweep deleted it), so the caller releases what it reserved.
 pub async fn upgrade(
     app: &App,
     ctx: &Context,
@@ -72,51 +76,63 @@ pub async fn upgrade(
     let channels = users::channels_of(app, ctx, &[row.id]).await?;
     let user = users::view(&row, users::of(&channels, &row.id), &[], settings);
     let event = Event::new("user.updated", ctx.project_id, app.now(), user);
-    app.accounts
-        .update_user(&row, Revoke::None, &[event])
-        .await?;
-    Ok(())
+    if app.accounts.upgrade_anonymous(&row, &[event]).await? {
+        Ok(())
+    } else {
+        Err(coded(
+            ErrorCode::BadRequest,
+            "This anonymous user was signed up or deleted meanwhile; sign in instead.",
+        ))
+    }
 }
 
-/// Longest pause between sweeps; a project with a shorter age is swept at half its age. A
-/// sweep costs one read of the project list (settings come with it) plus one index read per
-/// project that set an age.
+/// Longest pause between sweeps; a project with a shorter age is swept at half its age, but
+/// not more often than `SWEEP_AT_MOST`. A sweep costs one read of the project list (settings
+/// come with it) plus one index read per project that set an age.
 const SWEEP_EVERY: Duration = Duration::from_secs(10);
+const SWEEP_AT_MOST: Duration = Duration::from_secs(1);
 /// Users deleted per project per sweep, so one sweep stays short.
 const SWEEP_BATCH: i64 = 500;
 
 /// Deletes anonymous users older than their project's `anonymous_user_max_age_seconds`, with
-/// the effects of any deletion (`user.deleted`, channels, memberships), until `stop`. Every
-/// auth replica sweeps; a user two replicas pick at once is deleted once and the other delete
-/// finds nothing.
+/// the effects of any deletion, until `stop`. Every auth replica sweeps; the deletion is
+/// conditional (still anonymous, still that old), so a user upgraded meanwhile is kept and a
+/// user two replicas pick at once is deleted once.
 pub async fn sweep(app: Arc<App>, stop: impl std::future::Future<Output = ()>) {
     tokio::pin!(stop);
     loop {
-        let pause = match sweep_once(&app).await {
-            Ok(shortest) => shortest.map_or(SWEEP_EVERY, |s| (s / 2).min(SWEEP_EVERY)),
-            Err(e) => {
-                tracing::warn!(error = %e, "anonymous-user sweep failed");
-                SWEEP_EVERY
-            }
+        let pause = tokio::select! {
+            () = &mut stop => return,
+            shortest = sweep_once(&app) => match shortest {
+                Ok(shortest) => shortest.map_or(SWEEP_EVERY, |s| (s / 2).min(SWEEP_EVERY)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "anonymous-user sweep failed");
+                    SWEEP_EVERY
+                }
+            },
         };
         tokio::select! {
             () = &mut stop => return,
-            () = tokio::time::sleep(pause.max(Duration::from_millis(500))) => {}
+            () = tokio::time::sleep(pause.max(SWEEP_AT_MOST)) => {}
         }
     }
 }
 
-/// One sweep over every project; the shortest age any project set.
+/// One sweep over every project; the shortest age any project set. A project whose settings
+/// do not parse, or a user that cannot be deleted now, is logged and left for the next sweep.
 async fn sweep_once(app: &App) -> Result<Option<Duration>> {
     let mut shortest: Option<Duration> = None;
     for project in app.projects.projects().await? {
-        let Some(age) = Settings::from_json(&project.settings)
-            .ok()
-            .and_then(|s| s.anonymous_user_max_age_seconds)
-        else {
+        let age = match Settings::from_json(&project.settings) {
+            Ok(settings) => settings.anonymous_user_max_age_seconds,
+            Err(e) => {
+                tracing::warn!(project = %project.id, error = %e.0, "settings do not parse; not swept");
+                None
+            }
+        };
+        let Some(age) = age.map(Duration::from_secs) else {
             continue;
         };
-        let age = Duration::from_secs(age);
         shortest = Some(shortest.map_or(age, |s| s.min(age)));
         let before = app.now() - i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
         let ctx = Context {
@@ -130,17 +146,51 @@ async fn sweep_once(app: &App) -> Result<Option<Duration>> {
             .anonymous_before(project.id, before, SWEEP_BATCH)
             .await?
         {
-            match users::delete(app, &ctx, id).await {
-                Ok(()) => {
-                    tracing::info!(user = %id, project = %project.id, "old anonymous user deleted")
+            match delete_old(app, &ctx, id, before).await {
+                Ok(true) => {
+                    tracing::info!(user = %id, project = %project.id, "old anonymous user deleted");
                 }
-                Err(crate::error::Error::Coded(c))
-                    if c.code == latchkey_shared::error::ErrorCode::UserNotFound => {}
-                Err(e) => return Err(e),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(user = %id, project = %project.id, error = %e, "could not delete an old anonymous user");
+                }
             }
         }
     }
     Ok(shortest)
+}
+
+/// Deletes the user if it is still anonymous and signed up before `before`: the row goes first,
+/// conditionally, so an upgrade that got there first wins; then contacts and teams drop what
+/// they hold of it (and finish from `user.deleted` if they cannot now).
+async fn delete_old(app: &App, ctx: &Context, id: Uuid, before: i64) -> Result<bool> {
+    let user = teams::UserRef {
+        user_id: id.to_string(),
+    };
+    let team_ids = app
+        .teams()
+        .teams_of_user(app.to_service(ctx, user.clone()))
+        .await?
+        .into_inner()
+        .team_ids;
+    let events = users::deletion_events(ctx.project_id, id, &team_ids, app.now());
+    if !app
+        .accounts
+        .delete_anonymous_user(ctx.project_id, id, before, &events)
+        .await?
+    {
+        return Ok(false);
+    }
+    let gone = contacts::UserRef {
+        user_id: id.to_string(),
+    };
+    if let Err(e) = app.contacts().remove_user(app.to_service(ctx, gone)).await {
+        tracing::warn!(user = %id, error = %e, "contacts will drop the user from user.deleted");
+    }
+    if let Err(e) = app.teams().remove_user(app.to_service(ctx, user)).await {
+        tracing::warn!(user = %id, error = %e, "teams will drop the user from user.deleted");
+    }
+    Ok(true)
 }
 
 /// The anonymous user `id` if it still is one (an OAuth flow started by it may finish after it

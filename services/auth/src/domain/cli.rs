@@ -171,6 +171,18 @@ pub async fn complete(
     refresh_token: &str,
 ) -> Result<()> {
     let session = sessions::holder(app, ctx, refresh_token).await?;
+    // A CLI signs in as a full user: an anonymous one signs up first, which upgrades it.
+    let anonymous = app
+        .accounts
+        .user(ctx.project_id, session.user_id)
+        .await?
+        .is_some_and(|u| u.is_anonymous);
+    if anonymous {
+        return Err(coded(
+            ErrorCode::AnonymousAuthenticationNotAllowed,
+            "An anonymous user cannot sign a CLI in; sign up first.",
+        ));
+    }
     let done = app
         .cli_logins
         .complete(

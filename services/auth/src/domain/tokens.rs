@@ -56,7 +56,8 @@ pub async fn mint(app: &App, project: Uuid, user: &Value, session_id: Uuid) -> R
         "project_id": project,
         "branch_id": "main",
         "refresh_token_id": session_id,
-        "role": "authenticated",
+        // As Stack Auth's: row-level security policies tell anonymous users apart by it.
+        "role": if anonymous { "anon" } else { "authenticated" },
         "name": user["display_name"],
         "email": user["primary_email"],
         "email_verified": user["primary_email_verified"],
@@ -85,8 +86,7 @@ async fn signing_key(app: &App, project: Uuid, audience: &str) -> Result<Signing
     if let Some(key) = newest(app.projects.signing_keys(project).await?) {
         return Ok(key);
     }
-    let key = signing::generate(project, audience, app.now())
-        .map_err(|_| Error::Invalid("could not generate a signing key".into()))?;
+    let key = signing::generate(project, audience, app.now())?;
     app.projects.insert_signing_key(&key).await?;
     newest(app.projects.signing_keys(project).await?)
         .ok_or_else(|| Error::Invalid("the project has no signing key".into()))

@@ -618,13 +618,23 @@ pub async fn delete(app: &App, ctx: &Context, id: Uuid) -> Result<()> {
     app.teams()
         .remove_user(app.to_service(ctx, request))
         .await?;
-    let now = app.now();
+    let events = deletion_events(ctx.project_id, id, &team_ids, app.now());
+    match app.accounts.delete_user(ctx.project_id, id, &events).await {
+        Ok(()) => Ok(()),
+        Err(StoreError::NotFound) => Err(not_found_for(ctx, id)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What a user's deletion tells others: `team_membership.deleted` per team it was in, then
+/// `user.deleted`.
+pub fn deletion_events(project: Uuid, id: Uuid, team_ids: &[String], now: i64) -> Vec<Event> {
     let mut events: Vec<Event> = team_ids
         .iter()
         .map(|t| {
             Event::new(
                 "team_membership.deleted",
-                ctx.project_id,
+                project,
                 now,
                 json!({ "team_id": t, "user_id": id }),
             )
@@ -633,15 +643,11 @@ pub async fn delete(app: &App, ctx: &Context, id: Uuid) -> Result<()> {
     let teams: Vec<Value> = team_ids.iter().map(|t| json!({ "id": t })).collect();
     events.push(Event::new(
         "user.deleted",
-        ctx.project_id,
+        project,
         now,
         json!({ "id": id, "teams": teams }),
     ));
-    match app.accounts.delete_user(ctx.project_id, id, &events).await {
-        Ok(()) => Ok(()),
-        Err(StoreError::NotFound) => Err(not_found_for(ctx, id)),
-        Err(e) => Err(e.into()),
-    }
+    events
 }
 
 /// Fills `selected_team` (server shape) for users that selected one, with one teams call for

@@ -237,16 +237,14 @@ impl Accounts {
                          otp_auth_enabled = $7, selected_team_id = $8, restricted_by_admin = $9, \
                          restricted_by_admin_reason = $10, restricted_by_admin_private_details = $11, \
                          country_code = $12, risk_score_bot = $13, risk_score_free_trial_abuse = $14, \
-                         last_active_at_millis = $15, totp_secret = $16, is_anonymous = $17 \
-                         WHERE project_id = $18 AND id = $19",
+                         last_active_at_millis = $15, totp_secret = $16 WHERE project_id = $17 AND id = $18",
                     )
                     .bind(&u.display_name).bind(&u.profile_image_url).bind(&u.client_metadata)
                     .bind(&u.client_read_only_metadata).bind(&u.server_metadata).bind(&u.password_hash)
                     .bind(u.otp_auth_enabled).bind(u.selected_team_id).bind(u.restricted_by_admin)
                     .bind(&u.restricted_by_admin_reason).bind(&u.restricted_by_admin_private_details)
                     .bind(&u.country_code).bind(u.risk_score_bot).bind(u.risk_score_free_trial_abuse)
-                    .bind(u.last_active_at_millis).bind(&u.totp_secret).bind(u.is_anonymous)
-                    .bind(u.project_id).bind(u.id)
+                    .bind(u.last_active_at_millis).bind(&u.totp_secret).bind(u.project_id).bind(u.id)
                     .execute(&mut *tx).await?;
                     if done.rows_affected() == 0 {
                         return Err(StoreError::NotFound);
@@ -272,6 +270,76 @@ impl Accounts {
                     ids
                 });
                 Ok(revoked)
+            })
+            .await
+    }
+
+    /// Makes anonymous user `u` a full user with the way to sign in its sign-up set on `u`
+    /// (a password, one-time codes, and the name and image an OAuth provider gave, where it had
+    /// none), and enqueues `events`. Only these fields are written, so edits made meanwhile
+    /// stand; false when the user is no longer anonymous (upgraded or deleted meanwhile), so
+    /// two concurrent sign-ups cannot both upgrade it.
+    pub async fn upgrade_anonymous(
+        &self,
+        u: &UserRow,
+        events: &[Event],
+    ) -> Result<bool, StoreError> {
+        self.remembered
+            .writing(&(u.project_id, u.id), async {
+                let done = with_pool!(&self.db, pool => {
+                    let mut tx = pool.begin().await?;
+                    let done = sqlx::query(
+                        "UPDATE users SET is_anonymous = FALSE, password_hash = COALESCE($1, password_hash), \
+                         otp_auth_enabled = (otp_auth_enabled OR $2), display_name = COALESCE(display_name, $3), \
+                         profile_image_url = COALESCE(profile_image_url, $4) \
+                         WHERE project_id = $5 AND id = $6 AND is_anonymous",
+                    )
+                    .bind(&u.password_hash).bind(u.otp_auth_enabled).bind(&u.display_name)
+                    .bind(&u.profile_image_url).bind(u.project_id).bind(u.id)
+                    .execute(&mut *tx).await?
+                    .rows_affected();
+                    if done == 1 {
+                        for e in events {
+                            (*tx).enqueue(e).await?;
+                        }
+                    }
+                    tx.commit().await?;
+                    done
+                });
+                Ok(done == 1)
+            })
+            .await
+    }
+
+    /// Deletes `id` if it is still an anonymous user who signed up before `before`, with
+    /// `events`; false when it is not (upgraded meanwhile, or already deleted).
+    pub async fn delete_anonymous_user(
+        &self,
+        project: Uuid,
+        id: Uuid,
+        before: i64,
+        events: &[Event],
+    ) -> Result<bool, StoreError> {
+        self.remembered
+            .writing(&(project, id), async {
+                let done = with_pool!(&self.db, pool => {
+                    let mut tx = pool.begin().await?;
+                    let done = sqlx::query(
+                        "DELETE FROM users WHERE project_id = $1 AND id = $2 AND is_anonymous \
+                         AND signed_up_at_millis < $3",
+                    )
+                    .bind(project).bind(id).bind(before)
+                    .execute(&mut *tx).await?
+                    .rows_affected();
+                    if done == 1 {
+                        for e in events {
+                            (*tx).enqueue(e).await?;
+                        }
+                    }
+                    tx.commit().await?;
+                    done
+                });
+                Ok(done == 1)
             })
             .await
     }

@@ -245,9 +245,11 @@ pub async fn callback(app: &App, ctx: &Context, req: CallbackRequest) -> Result<
         Err(_) => return Err(invalid_state()),
     };
     let flow: Flow = serde_json::from_value(found.data.clone()).map_err(|_| invalid_state())?;
-    // A link attaches the provider account before any PKCE check, so it always needs the
-    // browser that started it (else a victim could be made to link their account to another).
-    let needs_cookie = flow.redirect_mode || flow.link_user.is_some();
+    // A link, and an anonymous user's upgrade, attach the provider account before any PKCE
+    // check, so they always need the browser that started them (else a victim could be made
+    // to attach their account to someone else's user).
+    let needs_cookie =
+        flow.redirect_mode || flow.link_user.is_some() || flow.upgrade_user.is_some();
     if (needs_cookie && !req.cookie_present) || flow.provider_id != req.provider_id {
         return Err(invalid_state());
     }
