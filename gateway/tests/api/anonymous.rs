@@ -135,7 +135,8 @@ both_modes!(
         )
         .await;
         assert_eq!(one["is_anonymous"], json!(true));
-        assert_eq!(claims(&anon.access)["role"], json!("anon"));
+        // The SDK accepts no other role, anonymous users' tokens included.
+        assert_eq!(claims(&anon.access)["role"], json!("authenticated"));
 
         // A CLI signs in as a full user only.
         let cli = ok(

@@ -40,7 +40,7 @@ async function waitReady(url, ms) {
   }
 }
 
-test("the unmodified Stack Auth SDK signs up, out and in from a browser page", async (t) => {
+test("the unmodified Stack Auth SDK signs up, out and in, and upgrades an anonymous user, from a browser page", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "latchkey-browser-"));
   const apiPort = await freePort();
   const server = spawn(bin, [], {
@@ -131,6 +131,14 @@ test("the unmodified Stack Auth SDK signs up, out and in from a browser page", a
   assert.equal(steps.signIn, "ok", detail);
   assert.equal(steps.afterSignIn, email, detail);
   assert.ok(steps.userId, detail);
+  // signUpAnonymously (through getUser({or: "anonymous"})), then an upgrade by signing up.
+  assert.equal(steps.anonymous?.isAnonymous, true, detail);
+  assert.equal(steps.upgrade, "ok", detail);
+  assert.deepEqual(
+    steps.upgraded,
+    { id: steps.anonymous.id, isAnonymous: false, email: `upgraded-${email}` },
+    detail,
+  );
   // The calls were cross-origin, so the browser asked first; and nothing was blocked.
   assert.ok(preflights.length > 0, "no CORS preflight was made");
   assert.deepEqual(problems.filter((p) => /CORS|Access-Control/i.test(p)), [], detail);

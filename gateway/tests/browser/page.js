@@ -24,5 +24,18 @@ window.runFlow = async ({ baseUrl, projectId, publishableClientKey, email, passw
   const user = await app.getUser();
   steps.afterSignIn = user?.primaryEmail ?? null;
   steps.userId = user?.id ?? null;
+
+  // A visitor gets an anonymous user, then signs up: the same user, now a full one.
+  await app.signOut();
+  const anonymous = await app.getUser({ or: "anonymous" });
+  steps.anonymous = anonymous ? { id: anonymous.id, isAnonymous: anonymous.isAnonymous } : null;
+  const upgrade = await app.signUpWithCredential({
+    email: `upgraded-${email}`, password, noRedirect: true, noVerificationCallback: true,
+  });
+  steps.upgrade = upgrade.status === "ok" ? "ok" : String(upgrade.error);
+  const upgraded = await app.getUser();
+  steps.upgraded = upgraded
+    ? { id: upgraded.id, isAnonymous: upgraded.isAnonymous, email: upgraded.primaryEmail }
+    : null;
   return steps;
 };

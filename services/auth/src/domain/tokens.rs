@@ -56,8 +56,9 @@ pub async fn mint(app: &App, project: Uuid, user: &Value, session_id: Uuid) -> R
         "project_id": project,
         "branch_id": "main",
         "refresh_token_id": session_id,
-        // As Stack Auth's: row-level security policies tell anonymous users apart by it.
-        "role": if anonymous { "anon" } else { "authenticated" },
+        // Always "authenticated": the SDK (2.8.x) refuses a token with any other role, anonymous
+        // users' included; they are told apart by `is_anonymous` and the audience.
+        "role": "authenticated",
         "name": user["display_name"],
         "email": user["primary_email"],
         "email_verified": user["primary_email_verified"],
