@@ -40,7 +40,7 @@ async function waitReady(url, ms) {
   }
 }
 
-test("the unmodified Stack Auth SDK signs up, out and in, and upgrades an anonymous user, from a browser page", async (t) => {
+test("the unmodified Stack Auth SDK signs up, out and in, upgrades an anonymous user and keeps API keys, from a browser page", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "latchkey-browser-"));
   const apiPort = await freePort();
   const server = spawn(bin, [], {
@@ -115,6 +115,19 @@ test("the unmodified Stack Auth SDK signs up, out and in, and upgrades an anonym
   await tab.goto(origin, { waitUntil: "load" });
   await tab.waitForFunction(() => typeof window.runFlow === "function", { timeout: 20_000 });
 
+  // The project lets users keep API keys (set by its admin, as an operator would).
+  const allow = await fetch(`${api}/api/v1/internal/project`, {
+    method: "PATCH",
+    headers: {
+      "content-type": "application/json",
+      "x-stack-access-type": "admin",
+      "x-stack-project-id": project.project_id,
+      "x-stack-super-secret-admin-key": project.super_secret_admin_key,
+    },
+    body: JSON.stringify({ allow_user_api_keys: true }),
+  });
+  assert.equal(allow.status, 200, await allow.text());
+
   const email = `browser-${Date.now()}@example.com`;
   const steps = await tab.evaluate((args) => window.runFlow(args), {
     baseUrl: api,
@@ -139,6 +152,10 @@ test("the unmodified Stack Auth SDK signs up, out and in, and upgrades an anonym
     { id: steps.anonymous.id, isAnonymous: false, email: `upgraded-${email}` },
     detail,
   );
+  // createApiKey, listApiKeys and revoke on the user.
+  assert.deepEqual(steps.apiKey, { prefix: "sk_user_", type: "user", userId: steps.anonymous.id }, detail);
+  assert.deepEqual(steps.apiKeys, [{ lastFour: steps.secretLastFour, valid: true }], detail);
+  assert.deepEqual(steps.afterRevoke, ["manually-revoked"], detail);
   // The calls were cross-origin, so the browser asked first; and nothing was blocked.
   assert.ok(preflights.length > 0, "no CORS preflight was made");
   assert.deepEqual(problems.filter((p) => /CORS|Access-Control/i.test(p)), [], detail);

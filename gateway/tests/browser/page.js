@@ -37,5 +37,14 @@ window.runFlow = async ({ baseUrl, projectId, publishableClientKey, email, passw
   steps.upgraded = upgraded
     ? { id: upgraded.id, isAnonymous: upgraded.isAnonymous, email: upgraded.primaryEmail }
     : null;
+
+  // The user's API keys: created (the secret once), listed by their last four, revoked.
+  const key = await upgraded.createApiKey({ description: "from the browser", expiresAt: null });
+  steps.apiKey = { prefix: key.value.slice(0, 8), type: key.type, userId: key.userId };
+  const listed = await upgraded.listApiKeys();
+  steps.apiKeys = listed.map((k) => ({ lastFour: k.value.lastFour, valid: k.isValid() }));
+  steps.secretLastFour = key.value.slice(-4);
+  await listed[0].revoke();
+  steps.afterRevoke = (await upgraded.listApiKeys()).map((k) => k.whyInvalid());
   return steps;
 };
