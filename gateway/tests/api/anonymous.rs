@@ -122,6 +122,51 @@ both_modes!(
             .server_users("include_anonymous=true&only_anonymous=true")
             .await;
         assert!(only.contains(&anon.user_id) && !only.contains(&member.user_id));
+        // Paged one by one, each list is the same as in one page.
+        for _ in 0..2 {
+            app.anonymous().await;
+        }
+        app.sign_up(&email("not-anon-2"), PASSWORD).await;
+        for (query, at_least) in [
+            ("", 2),
+            ("include_anonymous=true", 5),
+            ("include_anonymous=true&only_anonymous=true", 3),
+        ] {
+            let whole = app.server_users(query).await;
+            assert!(whole.len() >= at_least, "{query}: {whole:?}");
+            let mut paged = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let after = cursor
+                    .as_ref()
+                    .map(|c| format!("&cursor={c}"))
+                    .unwrap_or_default();
+                let page = ok(
+                    send(app.as_(
+                        "server",
+                        Method::GET,
+                        &format!("/api/v1/users?limit=1&{query}{after}"),
+                    ))
+                    .await,
+                    200,
+                )
+                .await;
+                paged.extend(
+                    page["items"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|u| u["id"].as_str().map(str::to_owned)),
+                );
+                cursor = page["pagination"]["next_cursor"]
+                    .as_str()
+                    .map(str::to_owned);
+                if cursor.is_none() {
+                    break;
+                }
+            }
+            assert_eq!(paged, whole, "{query}");
+        }
         let res = send(app.as_("server", Method::GET, "/api/v1/users?only_anonymous=true")).await;
         assert_error(res, 400, "BAD_REQUEST").await;
         let one = ok(

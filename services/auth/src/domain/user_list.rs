@@ -29,6 +29,18 @@ pub struct ListQuery {
 }
 
 impl ListQuery {
+    /// Which users the plain list reads from its index: anonymous ones only, the others only,
+    /// or all.
+    fn anonymous(&self) -> Option<bool> {
+        if self.only_anonymous {
+            Some(true)
+        } else if self.include_anonymous {
+            None
+        } else {
+            Some(false)
+        }
+    }
+
     /// Whether a composed user belongs in the list: anonymous users only when asked for,
     /// other restricted users when either is asked for.
     fn shows(&self, user: &Value) -> bool {
@@ -49,9 +61,10 @@ const BATCH: usize = 500;
 /// One page of users and the cursor of the next. Every variant reads from indexes in list
 /// order (user ids are minted from the sign-up instant, so id order is sign-up order): the
 /// users themselves, a team's members (teams), or search matches (display names here, contact
-/// values in contacts); then only the users of the page are composed. Restricted users left
-/// out and search matches within a team are filtered after composing, batch by batch, until
-/// the page is full.
+/// values in contacts); then only the users of the page are composed. The plain list reads
+/// anonymous users, or the others, from an index of their own; restricted users left out,
+/// anonymous ones in the other variants, and search matches within a team are filtered after
+/// composing, batch by batch, until the page is full.
 pub async fn list(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>, Option<Uuid>)> {
     let (_, settings) = app.project(ctx.project_id).await?;
     let mut start = match q.cursor {
@@ -109,7 +122,10 @@ async fn candidates(
 ) -> Result<(Vec<UserRow>, Option<Uuid>, bool)> {
     let ids = match (q.team_id, text) {
         (None, None) => {
-            let rows = app.accounts.users_page(ctx.project_id, start, need).await?;
+            let rows = app
+                .accounts
+                .users_page(ctx.project_id, start, need, q.anonymous())
+                .await?;
             let exhausted = rows.len() < need;
             let last = rows.last().map(|r| r.id);
             return Ok((rows, last, exhausted));

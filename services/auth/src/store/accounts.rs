@@ -191,9 +191,16 @@ impl Accounts {
         project: Uuid,
         start: Start,
         limit: usize,
+        anonymous: Option<bool>,
     ) -> Result<Vec<UserRow>, StoreError> {
+        // Fixed text, not a parameter, so both databases see the partial index's predicate.
+        let kind = match anonymous {
+            Some(true) => "AND is_anonymous",
+            Some(false) => "AND NOT is_anonymous",
+            None => "",
+        };
         let sql = format!(
-            "SELECT {USER_COLUMNS} FROM users WHERE project_id = $1 {from} ORDER BY id {order} LIMIT {limit}",
+            "SELECT {USER_COLUMNS} FROM users WHERE project_id = $1 {kind} {from} ORDER BY id {order} LIMIT {limit}",
             from = start.condition("id", 2),
             order = start.order(),
             limit = limit.min(10_000),
@@ -352,7 +359,7 @@ impl Accounts {
         limit: i64,
     ) -> Result<Vec<Uuid>, StoreError> {
         let sql = "SELECT id FROM users WHERE project_id = $1 AND is_anonymous \
-                   AND signed_up_at_millis < $2 ORDER BY signed_up_at_millis LIMIT $3";
+                   AND signed_up_at_millis < $2 ORDER BY id LIMIT $3";
         Ok(with_pool!(&self.db, pool => sqlx::query_scalar(sql)
             .bind(project).bind(before).bind(limit).fetch_all(pool).await?))
     }
