@@ -146,13 +146,15 @@ fn nul_refused() -> ApiError {
     ApiError::schema("Strings may not contain the NUL character (U+0000).")
 }
 
+/// A body object as the handler's type; a mismatch is a schema error.
+fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
+    serde_json::from_value(value).map_err(|e| ApiError::schema(format!("Invalid body: {e}")))
+}
+
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let value = read_body(request, state).await?;
-        serde_json::from_value(value)
-            .map(Json)
-            .map_err(|e| ApiError::schema(format!("Invalid body: {e}")))
+        typed(read_body(request, state).await?).map(Json)
     }
 }
 
@@ -168,9 +170,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for OptionalJson<T> {
         } else {
             parse_body(content_type.as_deref(), &bytes)?
         };
-        serde_json::from_value(value)
-            .map(OptionalJson)
-            .map_err(|e| ApiError::schema(format!("Invalid body: {e}")))
+        typed(value).map(OptionalJson)
     }
 }
 

@@ -109,15 +109,9 @@ async fn run() -> anyhow::Result<()> {
     let machine = limits::measure(duration).await?;
     let bare = stack::Bare::start().await?;
     let request = http_request("GET", "/", &[], None);
-    let bare_stats = drive::blast(
-        bare.addr,
-        args.concurrency,
-        duration,
-        Arc::new(move |_| request.clone()),
-        200,
-    )
-    .join()
-    .unwrap_or_default();
+    let bare_stats = drive::blast(bare.addr, args.concurrency, duration, same(request), 200)
+        .join()
+        .unwrap_or_default();
     bare.stop();
     print_row(
         "machine",
@@ -173,6 +167,16 @@ async fn run() -> anyhow::Result<()> {
 
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Prints a scenario's figures as they come and keeps them for the summary.
+fn record(rows: &mut Vec<Row>, mode: &'static str, scenario: &str, stats: Stats) {
+    print_row(mode, scenario, &stats);
+    rows.push(Row {
+        mode,
+        scenario: scenario.to_owned(),
+        stats,
+    });
 }
 
 fn print_row(mode: &str, scenario: &str, stats: &Stats) {
@@ -263,14 +267,7 @@ async fn round(
     let mode = stack.mode;
     let mut rows = Vec::new();
     let mut figures = ModeFigures::default();
-    let mut add = |scenario: &str, stats: Stats| {
-        print_row(mode, scenario, &stats);
-        rows.push(Row {
-            mode,
-            scenario: scenario.to_owned(),
-            stats,
-        });
-    };
+    let mut add = |scenario: &str, stats: Stats| record(&mut rows, mode, scenario, stats);
     let me = rendered(
         stack,
         "client",
@@ -399,22 +396,21 @@ async fn users_lists(
         let stats = drive::blast(stack.addr, args.concurrency, duration, same(request), 200)
             .join()
             .unwrap_or_default();
-        let scenario = format!("GET /users {name} {at}");
-        print_row(stack.mode, &scenario, &stats);
-        rows.push(Row {
-            mode: stack.mode,
-            scenario,
+        record(
+            &mut rows,
+            stack.mode,
+            &format!("GET /users {name} {at}"),
             stats,
-        });
+        );
     }
     let stats = paging(stack, args.concurrency, duration).await;
-    let scenario = format!("GET /users {} {at}", LIST_VARIANTS[5]);
-    print_row(stack.mode, &scenario, &stats);
-    rows.push(Row {
-        mode: stack.mode,
-        scenario,
+    let paging_name = LIST_VARIANTS[5];
+    record(
+        &mut rows,
+        stack.mode,
+        &format!("GET /users {paging_name} {at}"),
         stats,
-    });
+    );
     rows
 }
 

@@ -206,10 +206,10 @@ async fn indexed(
     start: Start,
     want: usize,
 ) -> sqlx::Result<Vec<Uuid>> {
-    let from = start.condition("id", 3);
     let order = start.order();
     match db {
         Database::Postgres(pool) => {
+            let from = start.condition("id", 3);
             // Materialised, so the planner answers the condition from the trigram index instead
             // of walking the id index (which the window above already found too sparse).
             let sql = format!(

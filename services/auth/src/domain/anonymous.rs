@@ -7,8 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use latchkey_proto::contacts::v1 as contacts;
-use latchkey_proto::teams::v1 as teams;
 use latchkey_shared::error::ErrorCode;
 use latchkey_shared::events::Event;
 use latchkey_shared::grpc::Context;
@@ -51,27 +49,30 @@ pub async fn caller(app: &App, ctx: &Context) -> Result<Option<UserRow>> {
     if ctx.access_type != AccessType::Client {
         return Ok(None);
     }
-    let Some(id) = ctx.user_id else {
-        return Ok(None);
-    };
-    Ok(app
-        .accounts
-        .user_from_database(ctx.project_id, id)
-        .await?
-        .filter(|row| row.is_anonymous))
+    match ctx.user_id {
+        Some(id) => still_anonymous(app, ctx.project_id, id).await,
+        None => Ok(None),
+    }
 }
 
-/// Makes `row`, an anonymous user whose first way to sign in the caller has set on it (and
-/// whose address, if any, is reserved), a full user, and sends `user.updated`. The caller then
-/// opens a new session (the SDK keys sessions by refresh token); the anonymous sessions stay,
-/// now the upgraded user's. Refused when the user stopped being anonymous meanwhile (another
-/// sign-up upgraded it, or the sweep deleted it), so the caller releases what it reserved.
+/// Makes `row`, an anonymous user whose first way to sign in the caller has set on it, a full
+/// user with the address reserved for it, and sends `user.updated`; as `users::finish_create`
+/// does for a new user, a failure releases the reserved address. The caller then opens a new
+/// session (the SDK keys sessions by refresh token); the anonymous sessions stay, now the
+/// upgraded user's. Refused when the user stopped being anonymous meanwhile (another sign-up
+/// upgraded it, or the sweep deleted it).
 pub async fn upgrade(
     app: &App,
     ctx: &Context,
-    mut row: UserRow,
+    row: UserRow,
     settings: &Settings,
+    reserved_channel: Option<Uuid>,
 ) -> Result<()> {
+    let upgraded = make_full(app, ctx, row, settings).await;
+    users::release_on_error(app, ctx, reserved_channel, upgraded).await
+}
+
+async fn make_full(app: &App, ctx: &Context, mut row: UserRow, settings: &Settings) -> Result<()> {
     row.is_anonymous = false;
     let channels = users::channels_of(app, ctx, &[row.id]).await?;
     let user = users::view(&row, users::of(&channels, &row.id), &[], settings);
@@ -164,15 +165,7 @@ async fn sweep_once(app: &App) -> Result<Option<Duration>> {
 /// conditionally, so an upgrade that got there first wins; then contacts and teams drop what
 /// they hold of it (and finish from `user.deleted` if they cannot now).
 async fn delete_old(app: &App, ctx: &Context, id: Uuid, before: i64) -> Result<bool> {
-    let user = teams::UserRef {
-        user_id: id.to_string(),
-    };
-    let team_ids = app
-        .teams()
-        .teams_of_user(app.to_service(ctx, user.clone()))
-        .await?
-        .into_inner()
-        .team_ids;
+    let team_ids = users::teams_of_user(app, ctx, id).await?;
     let events = users::deletion_events(ctx.project_id, id, &team_ids, app.now());
     if !app
         .accounts
@@ -181,14 +174,8 @@ async fn delete_old(app: &App, ctx: &Context, id: Uuid, before: i64) -> Result<b
     {
         return Ok(false);
     }
-    let gone = contacts::UserRef {
-        user_id: id.to_string(),
-    };
-    if let Err(e) = app.contacts().remove_user(app.to_service(ctx, gone)).await {
-        tracing::warn!(user = %id, error = %e, "contacts will drop the user from user.deleted");
-    }
-    if let Err(e) = app.teams().remove_user(app.to_service(ctx, user)).await {
-        tracing::warn!(user = %id, error = %e, "teams will drop the user from user.deleted");
+    if let Err(e) = users::remove_elsewhere(app, ctx, id).await {
+        tracing::warn!(user = %id, error = %e, "contacts or teams will drop the user from user.deleted");
     }
     Ok(true)
 }

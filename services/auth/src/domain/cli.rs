@@ -9,7 +9,7 @@ use latchkey_shared::error::ErrorCode;
 use latchkey_shared::grpc::Context;
 use uuid::Uuid;
 
-use super::{sessions, users};
+use super::sessions;
 use crate::app::App;
 use crate::error::{coded, Error, Result};
 use crate::store::cli_logins::CliLogin;
@@ -117,8 +117,6 @@ pub async fn poll(app: &App, ctx: &Context, polling_code: &str) -> Result<Poll> 
         .await?
         .filter(|s| s.expires_at_millis > now)
         .ok_or_else(invalid_polling_code)?;
-    // Read before anything is claimed: a failed read leaves the login to the next poll.
-    users::get(app, ctx, user_id).await?;
     let lifetime = (browser.expires_at_millis - now).min(sessions::DEFAULT_LIFETIME_MILLIS);
     let (new, token) = sessions::new_session(
         ctx.project_id,

@@ -175,8 +175,7 @@ async fn create_user(app: &App, ctx: &Context, settings: &Settings, address: &st
     row.otp_auth_enabled = true;
     let channel = users::reserve_email(app, ctx, user_id, address, true, true).await?;
     if upgrading {
-        let upgraded = anonymous::upgrade(app, ctx, row, settings).await;
-        users::release_on_error(app, ctx, channel, upgraded).await?;
+        anonymous::upgrade(app, ctx, row, settings, Some(channel)).await?;
     } else {
         users::finish_create(app, ctx, row, settings, Some(channel), None).await?;
     }

@@ -195,15 +195,20 @@ fn new_secret(kind: Kind, is_public: bool) -> String {
     )
 }
 
-/// `POST /{user,team}-api-keys`: the key, with its whole secret shown this once.
-pub async fn create(app: &App, ctx: &Context, new: NewKey) -> Result<Value> {
-    let kind = Kind::of(new.owner);
-    require_enabled(app, ctx, kind).await?;
-    if new.description.chars().count() > MAX_DESCRIPTION_CHARS {
+fn check_description(description: &str) -> Result<()> {
+    if description.chars().count() > MAX_DESCRIPTION_CHARS {
         return Err(Error::Invalid(format!(
             "description must be at most {MAX_DESCRIPTION_CHARS} characters"
         )));
     }
+    Ok(())
+}
+
+/// `POST /{user,team}-api-keys`: the key, with its whole secret shown this once.
+pub async fn create(app: &App, ctx: &Context, new: NewKey) -> Result<Value> {
+    let kind = Kind::of(new.owner);
+    require_enabled(app, ctx, kind).await?;
+    check_description(&new.description)?;
     authorize(app, ctx, new.owner).await?;
     let secret = new_secret(kind, new.is_public);
     let (user_id, team_id) = match new.owner {
@@ -297,14 +302,7 @@ pub async fn update(
     description: Option<String>,
     revoke: bool,
 ) -> Result<Value> {
-    if description
-        .as_ref()
-        .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION_CHARS)
-    {
-        return Err(Error::Invalid(format!(
-            "description must be at most {MAX_DESCRIPTION_CHARS} characters"
-        )));
-    }
+    description.as_deref().map(check_description).transpose()?;
     let mut key = manageable(app, ctx, kind, id).await?;
     let now = app.now();
     if let Some(d) = &description {

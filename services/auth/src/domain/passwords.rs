@@ -116,8 +116,7 @@ pub async fn sign_up(
 
     let channel_id = users::reserve_email(app, ctx, user_id, &address, false, true).await?;
     let (user, tokens) = if upgrading {
-        let upgraded = anonymous::upgrade(app, ctx, row, &settings).await;
-        users::release_on_error(app, ctx, channel_id, upgraded).await?;
+        anonymous::upgrade(app, ctx, row, &settings, Some(channel_id)).await?;
         let user = users::get(app, ctx, user_id).await?;
         let tokens =
             sessions::open(app, ctx, &user, sessions::DEFAULT_LIFETIME_MILLIS, false).await?;

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::signing::{self, AUDIENCE_ANONYMOUS, AUDIENCE_NORMAL, AUDIENCE_RESTRICTED};
 use crate::app::App;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::store::SigningKey;
 
 /// Lifetime of an access token (70 §1).
@@ -87,8 +87,8 @@ async fn signing_key(app: &App, project: Uuid, audience: &str) -> Result<Signing
     if let Some(key) = newest(app.projects.signing_keys(project).await?) {
         return Ok(key);
     }
+    // Published as soon as it is stored, even if another replica stored one too meanwhile.
     let key = signing::generate(project, audience, app.now())?;
     app.projects.insert_signing_key(&key).await?;
-    newest(app.projects.signing_keys(project).await?)
-        .ok_or_else(|| Error::Invalid("the project has no signing key".into()))
+    Ok(key)
 }

@@ -80,6 +80,7 @@ pub async fn list(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>
         },
     };
     let text = q.query.as_deref().filter(|t| !t.is_empty());
+    let needle = text.map(Needle::new);
     // One more than the page tells whether another page follows.
     let want = q.limit.map(|l| l.saturating_add(1));
     let mut users: Vec<Value> = Vec::new();
@@ -88,12 +89,23 @@ pub async fn list(app: &App, ctx: &Context, q: &ListQuery) -> Result<(Vec<Value>
         let (rows, last, exhausted) = candidates(app, ctx, q, text, start, need).await?;
         let Some(last) = last else { break };
         start = Start::after(last, q.desc);
+        // Ids without a user (deleted meanwhile, or an address reserved for an unfinished
+        // sign-up) add nothing; composing no users must not ask for all of them.
+        if rows.is_empty() {
+            if exhausted {
+                break;
+            }
+            continue;
+        }
         let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
         let (channels, oauth) =
             tokio::try_join!(channels_of(app, ctx, &ids), oauth_of(app, ctx, &ids))?;
         // Within a team, the search applies to the members found (the team is the index).
         let matching = |r: &UserRow| {
-            q.team_id.is_none() || text.is_none_or(|t| matches_text(r, of(&channels, &r.id), t))
+            q.team_id.is_none()
+                || needle
+                    .as_ref()
+                    .is_none_or(|n| n.matches(r, of(&channels, &r.id)))
         };
         users.extend(
             rows.iter()
@@ -148,11 +160,16 @@ fn request_start(start: Start) -> (Option<String>, bool, bool) {
     )
 }
 
-fn ids_of(texts: Vec<String>) -> Vec<Uuid> {
-    texts
+/// A source's answer to a request for `need` ids: exhausted when it had fewer.
+fn ids_of(texts: Vec<String>, need: usize) -> Ids {
+    let ids: Vec<Uuid> = texts
         .iter()
         .filter_map(|t| Uuid::parse_str(t).ok())
-        .collect()
+        .collect();
+    Ids {
+        exhausted: ids.len() < need,
+        ids,
+    }
 }
 
 /// A page of a team's members, from teams' index.
@@ -171,17 +188,11 @@ async fn team_members(
         desc,
         limit: u32::try_from(need).unwrap_or(u32::MAX),
     };
-    let ids = ids_of(
-        app.teams()
-            .members_of_team(app.to_service(ctx, request))
-            .await?
-            .into_inner()
-            .user_ids,
-    );
-    Ok(Ids {
-        exhausted: ids.len() < need,
-        ids,
-    })
+    let found = app
+        .teams()
+        .members_of_team(app.to_service(ctx, request))
+        .await?;
+    Ok(ids_of(found.into_inner().user_ids, need))
 }
 
 /// Users matching the search text (20 §2.1): the user with that id, users whose display name
@@ -197,17 +208,11 @@ async fn search(app: &App, ctx: &Context, text: &str, start: Start, need: usize)
         limit: u32::try_from(need).unwrap_or(u32::MAX),
     };
     let by_channel = async {
-        let ids = ids_of(
-            app.contacts()
-                .search_users(app.to_service(ctx, request))
-                .await?
-                .into_inner()
-                .user_ids,
-        );
-        Ok::<_, Error>(Ids {
-            exhausted: ids.len() < need,
-            ids,
-        })
+        let found = app
+            .contacts()
+            .search_users(app.to_service(ctx, request))
+            .await?;
+        Ok::<_, Error>(ids_of(found.into_inner().user_ids, need))
     };
     let by_name = async {
         Ok::<_, Error>(
@@ -262,17 +267,31 @@ fn id_text(text: &str) -> String {
         .to_lowercase()
 }
 
-/// The search rule (20 §2.1) on one user: its id, display name or any contact value.
-fn matches_text(row: &UserRow, channels: &[contacts::Channel], text: &str) -> bool {
-    let needle = text.to_lowercase();
-    row.id.to_string() == id_text(text)
-        || row
-            .display_name
-            .as_ref()
-            .is_some_and(|n| n.to_lowercase().contains(&needle))
-        || channels
-            .iter()
-            .any(|c| c.value.to_lowercase().contains(&needle))
+/// The search text prepared once for the search rule (20 §2.1).
+struct Needle {
+    lower: String,
+    id: String,
+}
+
+impl Needle {
+    fn new(text: &str) -> Self {
+        Self {
+            lower: text.to_lowercase(),
+            id: id_text(text),
+        }
+    }
+
+    /// On one user: its id, display name or any contact value.
+    fn matches(&self, row: &UserRow, channels: &[contacts::Channel]) -> bool {
+        row.id.to_string() == self.id
+            || row
+                .display_name
+                .as_ref()
+                .is_some_and(|n| n.to_lowercase().contains(&self.lower))
+            || channels
+                .iter()
+                .any(|c| c.value.to_lowercase().contains(&self.lower))
+    }
 }
 
 /// Keeps the first `limit` users; the id of the first one left out is the next page's cursor.

@@ -414,18 +414,15 @@ pub async fn reserve_email(
     Ok(channel_id)
 }
 
-/// Second half of every user creation: inserts the row (with an optional first session) and
-/// `user.created`; if that fails, releases the e-mail reserved in contacts so nothing is left
-/// half-made (DESIGN §1 saga).
-/// Passes `outcome` on; when it failed, first releases the address reserved for it, so a failed
-/// sign-up leaves no channel behind.
+/// Passes `outcome` on; when it failed, first releases the address reserved for it (if any),
+/// so a failed sign-up leaves no channel behind.
 pub async fn release_on_error<T>(
     app: &App,
     ctx: &Context,
-    channel: Uuid,
+    reserved_channel: Option<Uuid>,
     outcome: Result<T>,
 ) -> Result<T> {
-    if outcome.is_err() {
+    if let (Some(channel), Err(_)) = (reserved_channel, &outcome) {
         let release = contacts::ChannelRef {
             id: channel.to_string(),
         };
@@ -440,6 +437,9 @@ pub async fn release_on_error<T>(
     outcome
 }
 
+/// Second half of every user creation: inserts the row (with an optional first session) and
+/// `user.created`; if that fails, releases the e-mail reserved in contacts so nothing is left
+/// half-made (DESIGN §1 saga).
 pub async fn finish_create(
     app: &App,
     ctx: &Context,
@@ -456,10 +456,7 @@ pub async fn finish_create(
         .insert_user(&row, session.as_ref(), &[event])
         .await
         .map_err(Error::from);
-    match reserved_channel {
-        Some(channel) => release_on_error(app, ctx, channel, inserted).await?,
-        None => inserted?,
-    }
+    release_on_error(app, ctx, reserved_channel, inserted).await?;
     let mut user = user;
     // Default project permissions: no event (50 §1.2); a failure is logged, the account stands.
     let defaults = teams::UserRef {
@@ -526,11 +523,7 @@ async fn personal_team(app: &App, ctx: &Context, user_id: Uuid, user: &mut Value
 pub async fn update(app: &App, ctx: &Context, id: Uuid, body: &Value, mode: Mode) -> Result<Value> {
     let w = UserWrite::parse(body, mode)?;
     let (_, settings) = app.project(ctx.project_id).await?;
-    let mut row = app
-        .accounts
-        .user(ctx.project_id, id)
-        .await?
-        .ok_or_else(|| not_found_for(ctx, id))?;
+    let mut row = row_of(app, ctx, id).await?;
     let mut channels = channels_of(app, ctx, &[id])
         .await?
         .remove(&id)
@@ -597,33 +590,44 @@ pub async fn update(app: &App, ctx: &Context, id: Uuid, body: &Value, mode: Mode
 /// answers 503 and a retry of the same deletion finishes it; the events still reach teams and
 /// contacts, which finish a deletion that an outage interrupted.
 pub async fn delete(app: &App, ctx: &Context, id: Uuid) -> Result<()> {
-    if app.accounts.user(ctx.project_id, id).await?.is_none() {
-        return Err(not_found_for(ctx, id));
-    }
-    let request = teams::UserRef {
-        user_id: id.to_string(),
-    };
-    let team_ids = app
-        .teams()
-        .teams_of_user(app.to_service(ctx, request.clone()))
-        .await?
-        .into_inner()
-        .team_ids;
-    let gone = contacts::UserRef {
-        user_id: id.to_string(),
-    };
-    app.contacts()
-        .remove_user(app.to_service(ctx, gone))
-        .await?;
-    app.teams()
-        .remove_user(app.to_service(ctx, request))
-        .await?;
+    row_of(app, ctx, id).await?;
+    let team_ids = teams_of_user(app, ctx, id).await?;
+    remove_elsewhere(app, ctx, id).await?;
     let events = deletion_events(ctx.project_id, id, &team_ids, app.now());
     match app.accounts.delete_user(ctx.project_id, id, &events).await {
         Ok(()) => Ok(()),
         Err(StoreError::NotFound) => Err(not_found_for(ctx, id)),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The ids of the teams `id` is a member of (teams).
+pub async fn teams_of_user(app: &App, ctx: &Context, id: Uuid) -> Result<Vec<String>> {
+    let request = teams::UserRef {
+        user_id: id.to_string(),
+    };
+    Ok(app
+        .teams()
+        .teams_of_user(app.to_service(ctx, request))
+        .await?
+        .into_inner()
+        .team_ids)
+}
+
+/// Has contacts and teams drop what they hold of a deleted user: its channels, memberships and
+/// grants.
+pub async fn remove_elsewhere(app: &App, ctx: &Context, id: Uuid) -> Result<()> {
+    let gone = contacts::UserRef {
+        user_id: id.to_string(),
+    };
+    app.contacts()
+        .remove_user(app.to_service(ctx, gone))
+        .await?;
+    let gone = teams::UserRef {
+        user_id: id.to_string(),
+    };
+    app.teams().remove_user(app.to_service(ctx, gone)).await?;
+    Ok(())
 }
 
 /// What a user's deletion tells others: `team_membership.deleted` per team it was in, then

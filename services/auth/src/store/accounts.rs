@@ -184,8 +184,8 @@ impl Accounts {
     }
 
     /// Up to `limit` users in list order (user ids are minted from the sign-up instant, so id
-    /// order is sign-up order, ties by id) from `start` on: a page of the primary key whatever
-    /// the project's size.
+    /// order is sign-up order, ties by id) from `start` on: a page of the primary key (or of
+    /// the anonymous or known users' partial index) whatever the project's size.
     pub async fn users_page(
         &self,
         project: Uuid,
@@ -203,7 +203,6 @@ impl Accounts {
             "SELECT {USER_COLUMNS} FROM users WHERE project_id = $1 {kind} {from} ORDER BY id {order} LIMIT {limit}",
             from = start.condition("id", 2),
             order = start.order(),
-            limit = limit.min(10_000),
         );
         Ok(with_pool!(&self.db, pool => {
             let mut query = sqlx::query_as(&sql).bind(project);

@@ -85,15 +85,16 @@ impl OAuthAccounts {
             "INSERT INTO oauth_accounts ({COLUMNS}) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
         );
-        let inserted = with_pool!(&self.db, pool => sqlx::query(&sql)
-            .bind(a.project_id).bind(a.id).bind(a.user_id).bind(&a.provider_id)
-            .bind(&a.provider_type).bind(&a.account_id).bind(&a.email).bind(a.allow_sign_in)
-            .bind(a.allow_connected_accounts).bind(&a.access_token).bind(&a.refresh_token)
-            .bind(a.access_token_expires_at_millis).bind(&a.scopes).bind(a.created_at_millis)
-            .execute(pool).await.map(drop).map_err(super::sql::conflict_or_db));
-        self.remembered.forget(&(a.project_id, a.user_id));
-        inserted?;
-        Ok(())
+        self.remembered
+            .writing(&(a.project_id, a.user_id), async {
+                with_pool!(&self.db, pool => sqlx::query(&sql)
+                    .bind(a.project_id).bind(a.id).bind(a.user_id).bind(&a.provider_id)
+                    .bind(&a.provider_type).bind(&a.account_id).bind(&a.email).bind(a.allow_sign_in)
+                    .bind(a.allow_connected_accounts).bind(&a.access_token).bind(&a.refresh_token)
+                    .bind(a.access_token_expires_at_millis).bind(&a.scopes).bind(a.created_at_millis)
+                    .execute(pool).await.map(drop).map_err(super::sql::conflict_or_db))
+            })
+            .await
     }
 
     /// Rewrites a record's mutable fields and tokens.
@@ -103,13 +104,17 @@ impl OAuthAccounts {
                    allow_connected_accounts = $4, access_token = $5, refresh_token = $6, \
                    access_token_expires_at_millis = $7, scopes = $8 \
                    WHERE project_id = $9 AND id = $10";
-        let done = with_pool!(&self.db, pool => sqlx::query(sql)
-            .bind(&a.account_id).bind(&a.email).bind(a.allow_sign_in)
-            .bind(a.allow_connected_accounts).bind(&a.access_token).bind(&a.refresh_token)
-            .bind(a.access_token_expires_at_millis).bind(&a.scopes)
-            .bind(a.project_id).bind(a.id)
-            .execute(pool).await.map(|r| r.rows_affected()));
-        self.remembered.forget(&(a.project_id, a.user_id));
+        let done = self
+            .remembered
+            .writing(&(a.project_id, a.user_id), async {
+                with_pool!(&self.db, pool => sqlx::query(sql)
+                    .bind(&a.account_id).bind(&a.email).bind(a.allow_sign_in)
+                    .bind(a.allow_connected_accounts).bind(&a.access_token).bind(&a.refresh_token)
+                    .bind(a.access_token_expires_at_millis).bind(&a.scopes)
+                    .bind(a.project_id).bind(a.id)
+                    .execute(pool).await.map(|r| r.rows_affected()))
+            })
+            .await;
         if done? == 0 {
             return Err(StoreError::NotFound);
         }

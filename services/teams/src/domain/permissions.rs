@@ -154,10 +154,7 @@ pub async fn held(
 ) -> Result<BTreeSet<String>> {
     let defs = Definitions::load(store, project).await?;
     let grants = store.grants(project, Some(team), Some(user)).await?;
-    let direct = grants
-        .iter()
-        .filter(|g| g.0 == team && g.1 == user)
-        .map(|g| g.2.as_str());
+    let direct = grants.iter().map(|g| g.2.as_str());
     Ok(defs.expand(direct))
 }
 

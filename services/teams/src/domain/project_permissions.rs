@@ -35,7 +35,7 @@ impl Teams {
         let mut users: Vec<Uuid> = grants.iter().map(|g| g.0).collect();
         users.dedup();
         let mut rows: Vec<(Uuid, String)> = Vec::new();
-        for u in users.into_iter().filter(|u| user.is_none_or(|x| x == *u)) {
+        for u in users {
             let direct = grants.iter().filter(|g| g.0 == u).map(|g| g.1.as_str());
             let ids: Vec<String> = if recursive {
                 defs.expand(direct).into_iter().collect()

@@ -426,9 +426,6 @@ impl Teams {
         let mut pairs: Vec<(Uuid, Uuid)> = grants.iter().map(|g| (g.0, g.1)).collect();
         pairs.dedup();
         for (t, u) in pairs {
-            if team.is_some_and(|x| x != t) || user.is_some_and(|x| x != u) {
-                continue;
-            }
             let direct = grants
                 .iter()
                 .filter(|g| g.0 == t && g.1 == u)

@@ -204,11 +204,7 @@ pub async fn authenticate(
         None => None,
     };
     if upgrading {
-        let upgraded = anonymous::upgrade(app, ctx, row, settings).await;
-        match channel {
-            Some(channel) => users::release_on_error(app, ctx, channel, upgraded).await?,
-            None => upgraded?,
-        }
+        anonymous::upgrade(app, ctx, row, settings, channel).await?;
     } else {
         users::finish_create(app, ctx, row, settings, channel, None).await?;
     }
