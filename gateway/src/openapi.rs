@@ -4,8 +4,8 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::routes::{
-    api_keys, auth_anonymous, auth_cli, auth_mfa, auth_otp, auth_password, auth_sessions,
-    contact_channels, internal, oauth, oauth_providers, permissions, projects, root,
+    api_keys, auth_anonymous, auth_cli, auth_mfa, auth_otp, auth_passkey, auth_password,
+    auth_sessions, contact_channels, internal, oauth, oauth_providers, permissions, projects, root,
     team_invitations, team_member_profiles, teams, users, webhook_endpoints,
 };
 
@@ -39,6 +39,12 @@ use crate::routes::{
         auth_otp::check,
         auth_mfa::sign_in,
         auth_anonymous::sign_up,
+        auth_passkey::initiate_registration,
+        auth_passkey::register,
+        auth_passkey::initiate_authentication,
+        auth_passkey::sign_in,
+        auth_passkey::list,
+        auth_passkey::delete,
         auth_cli::start,
         api_keys::list_user,
         api_keys::create_user,

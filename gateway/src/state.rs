@@ -21,6 +21,9 @@ pub type OAuthClient = latchkey_proto::auth::v1::o_auth_client::OAuthClient<
 pub type OwnedKeysClient = latchkey_proto::auth::v1::owned_api_keys_client::OwnedApiKeysClient<
     tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
 >;
+pub type PasskeysClient = latchkey_proto::auth::v1::passkeys_client::PasskeysClient<
+    tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
+>;
 pub type WebhooksClient = latchkey_proto::webhooks::v1::webhooks_client::WebhooksClient<
     tonic::service::interceptor::InterceptedService<Channel, PresentCaller>,
 >;
@@ -60,6 +63,7 @@ pub struct Inner {
     pub users: UsersClient,
     pub oauth: OAuthClient,
     pub owned_keys: OwnedKeysClient,
+    pub passkeys: PasskeysClient,
     pub contacts: ContactsClient,
     pub teams: TeamsClient,
     pub webhooks: WebhooksClient,
@@ -97,6 +101,10 @@ impl AppState {
                 auth_channel.clone(),
                 caller.clone(),
             );
+        let passkeys = latchkey_proto::auth::v1::passkeys_client::PasskeysClient::with_interceptor(
+            auth_channel.clone(),
+            caller.clone(),
+        );
         let contacts_channel = lazy_channel(&config.contacts_addr)?;
         let contacts =
             latchkey_proto::contacts::v1::contacts_client::ContactsClient::with_interceptor(
@@ -137,6 +145,7 @@ impl AppState {
             users,
             oauth,
             owned_keys,
+            passkeys,
             contacts,
             teams,
             webhooks,

@@ -135,6 +135,10 @@ error_codes! {
     WrongApiKeyType => ("WRONG_API_KEY_TYPE", 400),
     ApiKeysNotEnabled => ("API_KEYS_NOT_ENABLED", 400),
     AnonymousAuthenticationNotAllowed => ("ANONYMOUS_AUTHENTICATION_NOT_ALLOWED", 401),
+    PasskeyAuthenticationNotEnabled => ("PASSKEY_AUTHENTICATION_NOT_ENABLED", 400),
+    PasskeyRegistrationFailed => ("PASSKEY_REGISTRATION_FAILED", 400),
+    PasskeyAuthenticationFailed => ("PASSKEY_AUTHENTICATION_FAILED", 400),
+    PasskeyNotFound => ("PASSKEY_NOT_FOUND", 404),
 }
 
 impl ErrorCode {

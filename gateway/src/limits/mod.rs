@@ -57,6 +57,10 @@ const AUTH_SENSITIVE: &[&str] = &[
     "/api/v1/auth/otp/sign-in/check-code",
     "/api/v1/auth/mfa/sign-in",
     "/api/v1/auth/anonymous/sign-up",
+    "/api/v1/auth/passkey/initiate-passkey-registration",
+    "/api/v1/auth/passkey/register",
+    "/api/v1/auth/passkey/initiate-passkey-authentication",
+    "/api/v1/auth/passkey/sign-in",
     // Counted per project, client address and route: the SDK polls every 2 s, so one address
     // (a NAT, a CI runner) can poll for three CLIs at once within the default 100 a minute.
     "/api/v1/auth/cli",

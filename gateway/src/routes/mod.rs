@@ -5,6 +5,7 @@ pub mod auth_anonymous;
 pub mod auth_cli;
 pub mod auth_mfa;
 pub mod auth_otp;
+pub mod auth_passkey;
 pub mod auth_password;
 pub mod auth_sessions;
 pub mod contact_channels;
@@ -147,6 +148,24 @@ fn auth_routes() -> Router<AppState> {
         .route(
             "/api/v1/auth/anonymous/sign-up",
             post(auth_anonymous::sign_up),
+        )
+        .route(
+            "/api/v1/auth/passkey/initiate-passkey-registration",
+            post(auth_passkey::initiate_registration),
+        )
+        .route(
+            "/api/v1/auth/passkey/register",
+            post(auth_passkey::register),
+        )
+        .route(
+            "/api/v1/auth/passkey/initiate-passkey-authentication",
+            post(auth_passkey::initiate_authentication),
+        )
+        .route("/api/v1/auth/passkey/sign-in", post(auth_passkey::sign_in))
+        .route("/api/v1/users/{user_id}/passkeys", get(auth_passkey::list))
+        .route(
+            "/api/v1/users/{user_id}/passkeys/{passkey_id}",
+            delete(auth_passkey::delete),
         )
         .route("/api/v1/auth/cli", post(auth_cli::start))
         .route("/api/v1/auth/cli/poll", post(auth_cli::poll))

@@ -2,6 +2,7 @@
 //! system on port 0 — in embedded mode (SQLite, in-process bus) and in distributed mode
 //! (its own Postgres databases and RabbitMQ vhost) — and drops what it made.
 
+mod authenticator;
 mod helpers;
 mod smtp;
 
@@ -24,6 +25,7 @@ mod limits;
 mod oauth;
 mod oauth_mock;
 mod observability;
+mod passkeys;
 mod permissions;
 mod processes;
 mod projects;

@@ -28,6 +28,7 @@ pub struct App {
     pub accounts: Accounts,
     pub cli_logins: crate::store::cli_logins::CliLogins,
     pub owned_keys: crate::store::owned_keys::OwnedKeys,
+    pub passkeys: crate::store::passkeys::Passkeys,
     pub oauth: OAuthAccounts,
     /// For calls to OAuth providers: bounded in time, never following redirects.
     pub http: reqwest::Client,

@@ -98,12 +98,14 @@ pub async fn serve(
             latchkey_shared::grpc::lazy_channel(&cfg.teams_addr)?,
             PresentCaller::new(&deps.internal_token)?,
         );
+        let passkeys = store::passkeys::Passkeys::new(db.clone(), accounts.remembered());
         let app = Arc::new(app::App {
             teams,
             projects: store.clone(),
             accounts,
             cli_logins: store::cli_logins::CliLogins::new(db.clone()),
             owned_keys: owned_keys.clone(),
+            passkeys,
             codes: latchkey_shared::codes::Codes::new(db.clone(), clock.clone()),
             passwords: Passwords::default(),
             contacts,
@@ -126,6 +128,10 @@ pub async fn serve(
             grpc::OwnedApiKeys::new(app.clone()),
         );
         let routes = latchkey_shared::grpc::also_guarded(routes, owned_keys, &deps, keys.clone());
+        let passkeys = latchkey_proto::auth::v1::passkeys_server::PasskeysServer::new(
+            grpc::Passkeys::new(app.clone()),
+        );
+        let routes = latchkey_shared::grpc::also_guarded(routes, passkeys, &deps, keys.clone());
         let oauth =
             latchkey_proto::auth::v1::o_auth_server::OAuthServer::new(grpc::OAuth::new(app));
         let routes = latchkey_shared::grpc::also_guarded(routes, oauth, &deps, keys.clone());

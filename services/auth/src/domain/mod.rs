@@ -8,6 +8,7 @@ pub mod mfa;
 pub mod oauth;
 pub mod otp;
 pub mod owned_keys;
+pub mod passkeys;
 pub mod passwords;
 pub mod projects;
 pub mod sessions;

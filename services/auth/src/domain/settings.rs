@@ -36,6 +36,8 @@ pub struct Settings {
     pub client_user_deletion_enabled: bool,
     pub allow_user_api_keys: bool,
     pub allow_team_api_keys: bool,
+    /// Sign-in and registration by passkey (`/auth/passkey/*`).
+    pub passkey_enabled: bool,
     /// Anonymous users older than this are deleted; None keeps them.
     pub anonymous_user_max_age_seconds: Option<u64>,
     pub create_team_on_sign_up: bool,
@@ -67,6 +69,7 @@ impl Default for Settings {
             client_user_deletion_enabled: false,
             allow_user_api_keys: false,
             allow_team_api_keys: false,
+            passkey_enabled: false,
             anonymous_user_max_age_seconds: None,
             create_team_on_sign_up: false,
             require_email_verification: false,
@@ -364,7 +367,7 @@ impl Settings {
             "sign_up_enabled": self.sign_up_enabled,
             "credential_enabled": self.credential_enabled,
             "magic_link_enabled": self.magic_link_enabled,
-            "passkey_enabled": false,
+            "passkey_enabled": self.passkey_enabled,
             "client_team_creation_enabled": self.client_team_creation_enabled,
             "client_user_deletion_enabled": self.client_user_deletion_enabled,
             "allow_user_api_keys": self.allow_user_api_keys,

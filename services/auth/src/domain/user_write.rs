@@ -39,6 +39,8 @@ pub struct UserWrite {
     pub totp_secret: Change<String>,
     /// Provider accounts to link at creation (20 §1.1, `oauth_providers`).
     pub oauth_providers: Vec<LinkedAccount>,
+    /// `passkey_auth_enabled: false`: the user's passkeys are deleted (Stack Auth's way).
+    pub remove_passkeys: bool,
 }
 
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -218,6 +220,7 @@ impl UserWrite {
                     bool_of(key, v)?;
                     return Err(Error::BadRequest(format!("{key} cannot be enabled")));
                 }
+                "passkey_auth_enabled" => w.remove_passkeys = true,
                 "country_code" => {
                     let code = string_or_null(key, v)?.map(|c| c.trim().to_ascii_uppercase());
                     if code.as_ref().is_some_and(|c| {

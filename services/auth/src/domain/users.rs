@@ -121,7 +121,7 @@ pub fn view(
         "otp_auth_enabled": row.otp_auth_enabled,
         "auth_with_email": has_password || row.otp_auth_enabled,
         "requires_totp_mfa": row.totp_secret.is_some(),
-        "passkey_auth_enabled": false,
+        "passkey_auth_enabled": row.passkey_auth_enabled,
         "client_metadata": metadata(&row.client_metadata),
         "client_read_only_metadata": metadata(&row.client_read_only_metadata),
         "server_metadata": metadata(&row.server_metadata),
@@ -223,6 +223,7 @@ pub fn new_row(project: Uuid, now: i64) -> UserRow {
         last_active_at_millis: now,
         totp_secret: None,
         is_anonymous: false,
+        passkey_auth_enabled: false,
     }
 }
 
@@ -537,6 +538,11 @@ pub async fn update(app: &App, ctx: &Context, id: Uuid, body: &Value, mode: Mode
         return Err(Error::BadRequest("a password needs a primary_email".into()));
     }
     let password_changed = apply(app, ctx, &mut row, &w, &settings).await?;
+    if w.remove_passkeys && row.passkey_auth_enabled {
+        // A whole change of its own, with its own `user.updated`: the rest may still fail.
+        super::passkeys::delete(app, ctx, id, None).await?;
+        row.passkey_auth_enabled = false;
+    }
 
     // The e-mail part lives in contacts and is applied first: it is the part that can conflict.
     let email_change = w.primary_email.is_some()

@@ -34,6 +34,11 @@ pub(super) fn optional_uuid(text: Option<&str>, what: &str) -> Result<Option<Uui
     text.map(|t| uuid(t, what)).transpose()
 }
 
+/// The answer of a sign-in that ended in a session.
+pub(super) fn signed_in(done: crate::domain::mfa::SignedIn) -> Response<pb::SignInResult> {
+    result(done.tokens, &done.user, done.is_new_user)
+}
+
 fn result(tokens: Tokens, user: &Value, is_new_user: bool) -> Response<pb::SignInResult> {
     Response::new(pb::SignInResult {
         access_token: tokens.access_token,

@@ -38,6 +38,8 @@ pub struct UserRow {
     pub totp_secret: Option<String>,
     /// Made by anonymous sign-up and not yet signed up for real.
     pub is_anonymous: bool,
+    /// Has at least one passkey; written only by the passkey store, never by `update_user`.
+    pub passkey_auth_enabled: bool,
 }
 
 /// Display names for the users list's search.
@@ -54,7 +56,7 @@ const USER_COLUMNS: &str = "project_id, id, display_name, profile_image_url, cli
     client_read_only_metadata, server_metadata, password_hash, otp_auth_enabled, selected_team_id, \
     restricted_by_admin, restricted_by_admin_reason, restricted_by_admin_private_details, \
     country_code, risk_score_bot, risk_score_free_trial_abuse, signed_up_at_millis, last_active_at_millis, \
-    totp_secret, is_anonymous";
+    totp_secret, is_anonymous, passkey_auth_enabled";
 
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct SessionRow {
@@ -151,6 +153,11 @@ impl Accounts {
                 Ok(())
             })
             .await
+    }
+
+    /// The remembered users, for stores that write a user's row beside their own tables.
+    pub fn remembered(&self) -> Arc<Remembered<(Uuid, Uuid), UserRow>> {
+        self.remembered.clone()
     }
 
     pub async fn user(&self, project: Uuid, id: Uuid) -> Result<Option<UserRow>, StoreError> {

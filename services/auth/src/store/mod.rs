@@ -10,6 +10,7 @@ pub mod cli_logins;
 mod contract;
 pub mod oauth;
 pub mod owned_keys;
+pub mod passkeys;
 pub mod sealed;
 mod sql;
 
