@@ -40,7 +40,7 @@ async function waitReady(url, ms) {
   }
 }
 
-test("the unmodified Stack Auth SDK signs up, out and in, upgrades an anonymous user and keeps API keys, from a browser page", async (t) => {
+test("the unmodified Stack Auth SDK signs up, out and in, upgrades an anonymous user, keeps API keys and registers and signs in with a passkey, from a browser page", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "latchkey-browser-"));
   const apiPort = await freePort();
   const server = spawn(bin, [], {
@@ -124,7 +124,7 @@ test("the unmodified Stack Auth SDK signs up, out and in, upgrades an anonymous 
       "x-stack-project-id": project.project_id,
       "x-stack-super-secret-admin-key": project.super_secret_admin_key,
     },
-    body: JSON.stringify({ allow_user_api_keys: true }),
+    body: JSON.stringify({ allow_user_api_keys: true, passkey_enabled: true, allow_localhost: true }),
   });
   assert.equal(allow.status, 200, await allow.text());
 
@@ -156,6 +156,44 @@ test("the unmodified Stack Auth SDK signs up, out and in, upgrades an anonymous 
   assert.deepEqual(steps.apiKey, { prefix: "sk_user_", type: "user", userId: steps.anonymous.id }, detail);
   assert.deepEqual(steps.apiKeys, [{ lastFour: steps.secretLastFour, valid: true }], detail);
   assert.deepEqual(steps.afterRevoke, ["manually-revoked"], detail);
+
+  // Passkeys through Chromium's own WebAuthn stack, with a virtual platform authenticator
+  // (Chrome DevTools Protocol) that keeps discoverable credentials and verifies its user.
+  const cdp = await tab.createCDPSession();
+  await cdp.send("WebAuthn.enable");
+  const { authenticatorId } = await cdp.send("WebAuthn.addVirtualAuthenticator", {
+    options: {
+      protocol: "ctap2",
+      transport: "internal",
+      hasResidentKey: true,
+      hasUserVerification: true,
+      isUserVerified: true,
+      automaticPresenceSimulation: true,
+    },
+  });
+  const passkeys = await tab.evaluate((args) => window.runPasskeys(args), {
+    baseUrl: api,
+    projectId: project.project_id,
+    publishableClientKey: project.publishable_client_key,
+    email: `passkey-${email}`,
+    password: "quartz-meadow-harbor-73",
+  });
+  const { credentials } = await cdp.send("WebAuthn.getCredentials", { authenticatorId });
+  const passkeyDetail = `${JSON.stringify(passkeys)}\ncredentials: ${JSON.stringify(credentials)}\nbrowser: ${problems.join("\n")}\nserver: ${serverLog}`;
+  assert.equal(passkeys.signUp, "ok", passkeyDetail);
+  assert.equal(passkeys.before, false, passkeyDetail);
+  assert.equal(passkeys.register, "ok", passkeyDetail);
+  assert.equal(passkeys.after, true, passkeyDetail);
+  assert.equal(passkeys.afterSignOut, null, passkeyDetail);
+  assert.equal(passkeys.signIn, "ok", passkeyDetail);
+  assert.equal(passkeys.afterSignIn, `passkey-${email}`, passkeyDetail);
+  // One discoverable credential for the page's host, naming the user, used once to sign in.
+  assert.equal(credentials.length, 1, passkeyDetail);
+  assert.equal(credentials[0].isResidentCredential, true, passkeyDetail);
+  assert.equal(credentials[0].rpId, "localhost", passkeyDetail);
+  assert.equal(Buffer.from(credentials[0].userHandle, "base64").toString("hex"), passkeys.userId.replaceAll("-", ""), passkeyDetail);
+  assert.ok(credentials[0].signCount >= 1, passkeyDetail);
+
   // The calls were cross-origin, so the browser asked first; and nothing was blocked.
   assert.ok(preflights.length > 0, "no CORS preflight was made");
   assert.deepEqual(problems.filter((p) => /CORS|Access-Control/i.test(p)), [], detail);

@@ -48,3 +48,35 @@ window.runFlow = async ({ baseUrl, projectId, publishableClientKey, email, passw
   steps.afterRevoke = (await upgraded.listApiKeys()).map((k) => k.whyInvalid());
   return steps;
 };
+
+// Passkeys, as an app's account page and sign-in page use them: the SDK rewrites the relying
+// party to the page's host and calls the browser's WebAuthn API (a virtual authenticator here).
+// The SDK needs a redirect method for both; this one records where it would go.
+window.runPasskeys = async ({ baseUrl, projectId, publishableClientKey, email, password }) => {
+  const navigations = [];
+  const app = new StackClientApp({
+    baseUrl,
+    projectId,
+    publishableClientKey,
+    tokenStore: "memory",
+    redirectMethod: { navigate: (url) => navigations.push(String(url)) },
+    devTool: false,
+    noAutomaticPrefetch: true,
+  });
+  const steps = {};
+  const up = await app.signUpWithCredential({ email, password, noRedirect: true, noVerificationCallback: true });
+  steps.signUp = up.status === "ok" ? "ok" : String(up.error);
+  const user = await app.getUser();
+  steps.userId = user?.id ?? null;
+  steps.before = user?.passkeyAuthEnabled ?? null;
+  const registered = await user.registerPasskey();
+  steps.register = registered.status === "ok" ? "ok" : registered.error?.errorCode ?? String(registered.error);
+  steps.after = (await app.getUser())?.passkeyAuthEnabled ?? null;
+  await app.signOut();
+  steps.afterSignOut = (await app.getUser())?.id ?? null;
+  const signedIn = await app.signInWithPasskey();
+  steps.signIn = signedIn.status === "ok" ? "ok" : signedIn.error?.errorCode ?? String(signedIn.error);
+  steps.afterSignIn = (await app.getUser())?.primaryEmail ?? null;
+  steps.navigations = navigations;
+  return steps;
+};
