@@ -29,6 +29,11 @@ struct Target {
     /// B's user's API key and B's team's, by id.
     user_key: String,
     team_key: String,
+    /// B's user's passkey (by id), and answers B's authenticator gave to B's pending
+    /// registration and sign-in challenges (their codes are in `codes`).
+    passkey: String,
+    passkey_registration: Value,
+    passkey_assertion: Value,
     codes: BTreeMap<&'static str, String>,
     /// Strings only B's data holds; none may appear in an answer to A.
     markers: Vec<String>,
@@ -61,7 +66,7 @@ async fn project_b(app: &TestApp) -> Target {
         send(
             call("admin", Method::PATCH, "/api/v1/internal/project").json(&json!({
                 "magic_link_enabled": true, "allow_localhost": true,
-                "allow_user_api_keys": true, "allow_team_api_keys": true,
+                "allow_user_api_keys": true, "allow_team_api_keys": true, "passkey_enabled": true,
             })),
         )
         .await,
@@ -295,6 +300,8 @@ async fn project_b(app: &TestApp) -> Target {
     for (kind, field) in [("cli polling", "polling_code"), ("cli login", "login_code")] {
         codes.insert(kind, cli[field].as_str().unwrap_or_default().to_owned());
     }
+    let (passkey, passkey_registration, passkey_assertion) =
+        passkey_of_b(app, &b, &user, &mut codes).await;
     let endpoint = id_of(
         &ok(
             send(
@@ -365,9 +372,78 @@ async fn project_b(app: &TestApp) -> Target {
         api_key,
         user_key,
         team_key,
+        passkey,
+        passkey_registration,
+        passkey_assertion,
         codes,
         markers,
     }
+}
+
+/// B's user registers a passkey; then B starts a second registration and a sign-in, whose codes
+/// and authenticator answers A will present.
+async fn passkey_of_b(
+    app: &TestApp,
+    b: &Project,
+    user: &Session,
+    codes: &mut BTreeMap<&'static str, String>,
+) -> (String, Value, Value) {
+    const ORIGIN: &str = "http://localhost:5173";
+    let mut device = crate::authenticator::Authenticator::default();
+    let call = |route: &str, body: Value| {
+        keyed(
+            app,
+            b,
+            "client",
+            Method::POST,
+            &format!("/api/v1/auth/passkey/{route}"),
+        )
+        .header("x-service-access-token", &user.access)
+        .json(&body)
+    };
+    let start = |route: &'static str| async move {
+        let started = ok(send(call(route, json!({}))).await, 200).await;
+        let mut options = started["options_json"].clone();
+        if options["rp"].is_object() {
+            options["rp"]["id"] = json!("localhost");
+        } else {
+            options["rpId"] = json!("localhost");
+        }
+        (
+            options,
+            started["code"].as_str().unwrap_or_default().to_owned(),
+        )
+    };
+    let (options, code) = start("initiate-passkey-registration").await;
+    let credential = device.register(&options, ORIGIN);
+    ok(
+        send(call(
+            "register",
+            json!({ "credential": credential, "code": code }),
+        ))
+        .await,
+        200,
+    )
+    .await;
+    let (options, code) = start("initiate-passkey-registration").await;
+    let registration = device.register(&options, ORIGIN);
+    codes.insert("passkey registration", code);
+    let (options, code) = start("initiate-passkey-authentication").await;
+    let assertion = device.sign(0, &options, ORIGIN);
+    codes.insert("passkey authentication", code);
+    let listed = ok(
+        send(keyed(
+            app,
+            b,
+            "server",
+            Method::GET,
+            &format!("/api/v1/users/{}/passkeys", user.user_id),
+        ))
+        .await,
+        200,
+    )
+    .await;
+    (id_of(&listed["items"][0]), registration, assertion)
 }
 
 /// B as B's own keys see it; compared before and after A's calls.
@@ -384,6 +460,7 @@ async fn snapshot(app: &TestApp, b: &Target) -> Vec<Value> {
         ),
         ("server", format!("/api/v1/contact-channels?user_id={uid}")),
         ("server", format!("/api/v1/auth/sessions?user_id={uid}")),
+        ("server", format!("/api/v1/users/{uid}/passkeys")),
         (
             "server",
             format!("/api/v1/project-permissions?user_id={uid}"),
@@ -459,6 +536,7 @@ fn value_for(b: &Target, path: &str, name: &str) -> Option<String> {
         "id" if path.starts_with("/api/v1/auth/sessions") => b.session.clone(),
         "id" if path.starts_with("/api/v1/team-invitations") => b.invitation.clone(),
         "id" if path.starts_with("/api/v1/webhook-endpoints") => b.endpoint.clone(),
+        "passkey_id" => b.passkey.clone(),
         _ => return None,
     })
 }
@@ -483,6 +561,13 @@ fn body_for(a: &Project, b: &Target, method: &str, path: &str) -> Option<Value> 
         ("POST", "/api/v1/user-api-keys/check") => json!({ "api_key": code("user api key") }),
         ("POST", "/api/v1/team-api-keys/check") => json!({ "api_key": code("team api key") }),
         ("POST", "/api/v1/auth/cli/poll") => json!({ "polling_code": code("cli polling") }),
+        ("POST", "/api/v1/auth/passkey/register") => {
+            json!({ "credential": b.passkey_registration, "code": code("passkey registration") })
+        }
+        ("POST", "/api/v1/auth/passkey/sign-in") => json!({
+            "authentication_response": b.passkey_assertion,
+            "code": code("passkey authentication"),
+        }),
         ("POST", "/api/v1/auth/cli/complete") => {
             json!({ "login_code": code("cli login"), "refresh_token": b.user.refresh })
         }
@@ -548,7 +633,7 @@ both_modes!(ignored project_a_never_reaches_project_b, |app: &TestApp| async mov
     let b = project_b(app).await;
     app.settings(json!({
         "allow_localhost": true, "magic_link_enabled": true,
-        "allow_user_api_keys": true, "allow_team_api_keys": true,
+        "allow_user_api_keys": true, "allow_team_api_keys": true, "passkey_enabled": true,
     }))
     .await;
     let before = snapshot(app, &b).await;
@@ -646,7 +731,7 @@ both_modes!(ignored project_a_never_reaches_project_b, |app: &TestApp| async mov
                     .iter()
                     .chain([
                         &b.team, &b.user.user_id, &b.channel, &b.session, &b.endpoint, &b.api_key,
-                        &b.invitation, &b.user_key, &b.team_key,
+                        &b.invitation, &b.user_key, &b.team_key, &b.passkey,
                     ])
                     .filter(|m| text.contains(m.as_str()) && !sent.contains(m.as_str()))
                     .collect();
@@ -704,6 +789,31 @@ both_modes!(ignored project_a_never_reaches_project_b, |app: &TestApp| async mov
     )
     .await;
     assert_eq!(polled, json!({ "status": "waiting" }));
+    // B's pending passkey challenges still answer for B: A's tries did not use them up.
+    let finish = |route: &str, body: Value| {
+        keyed(app, &b.project, "client", Method::POST, &format!("/api/v1/auth/passkey/{route}"))
+            .header("x-service-access-token", &b.user.access)
+            .json(&body)
+    };
+    let signed = ok(
+        send(finish(
+            "sign-in",
+            json!({ "authentication_response": b.passkey_assertion, "code": b.codes["passkey authentication"] }),
+        ))
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(signed["user_id"], b.user.user_id.as_str());
+    ok(
+        send(finish(
+            "register",
+            json!({ "credential": b.passkey_registration, "code": b.codes["passkey registration"] }),
+        ))
+        .await,
+        200,
+    )
+    .await;
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
     crate::hardening::report(format!(
         "isolation: {} operations in the document; {aimed} aimed at project B and {leak_checked} reads checked for leaks, {calls} calls, 0 reached B; refusals {kinds:?}",
