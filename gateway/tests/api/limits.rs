@@ -552,7 +552,7 @@ both_modes!(input_limits_answer_clearly, |app: &TestApp| async move {
 });
 
 both_modes!(
-    cli_and_anonymous_sign_up_routes_are_auth_sensitive,
+    cli_anonymous_and_passkey_routes_are_auth_sensitive,
     |app: &TestApp| async move {
         app.settings(json!({ "rate_limits": { "client_auth_sensitive": { "limit": 2, "window_seconds": 60 } } })).await;
         tokio::time::sleep(Duration::from_millis(2200)).await;
@@ -564,6 +564,22 @@ both_modes!(
                 json!({ "login_code": "x", "mode": "check" }),
             ),
             ("/api/v1/auth/anonymous/sign-up", json!({})),
+            (
+                "/api/v1/auth/passkey/initiate-passkey-registration",
+                json!({}),
+            ),
+            (
+                "/api/v1/auth/passkey/register",
+                json!({ "credential": {}, "code": "x" }),
+            ),
+            (
+                "/api/v1/auth/passkey/initiate-passkey-authentication",
+                json!({}),
+            ),
+            (
+                "/api/v1/auth/passkey/sign-in",
+                json!({ "authentication_response": {}, "code": "x" }),
+            ),
         ];
         for (path, body) in routes {
             let call = || app.client(Method::POST, path, None).json(&body);
