@@ -12,11 +12,15 @@ use crate::helpers::*;
 
 const PASSWORD: &str = "a passkey user password 1";
 const PLACEHOLDER: &str = "THIS_VALUE_WILL_BE_REPLACED.example.com";
-const ORIGIN: &str = "http://localhost:5173";
+pub(crate) const ORIGIN: &str = "http://localhost:5173";
 
 impl TestApp {
     /// What the SDK does before calling the browser: the page's host replaces the placeholder.
-    async fn passkey_options(&self, route: &str, token: Option<&str>) -> (Value, String) {
+    pub(crate) async fn passkey_options(
+        &self,
+        route: &str,
+        token: Option<&str>,
+    ) -> (Value, String) {
         let path = format!("/api/v1/auth/passkey/{route}");
         let body = ok(
             send(self.client(Method::POST, &path, token).json(&json!({}))).await,
@@ -62,7 +66,7 @@ impl TestApp {
         self.passkey_answer(&answer, &code).await
     }
 
-    async fn passkey_answer(&self, answer: &Value, code: &str) -> reqwest::Response {
+    pub(crate) async fn passkey_answer(&self, answer: &Value, code: &str) -> reqwest::Response {
         let body = json!({ "authentication_response": answer, "code": code });
         send(
             self.client(Method::POST, "/api/v1/auth/passkey/sign-in", None)

@@ -29,6 +29,7 @@ async fn exercise(app: &TestApp) -> Vec<(&'static str, String)> {
         "allow_localhost": true,
         "refresh_token_rotation": true,
         "allow_user_api_keys": true,
+        "passkey_enabled": true,
     }))
     .await;
 
@@ -102,6 +103,37 @@ async fn exercise(app: &TestApp) -> Vec<(&'static str, String)> {
     )
     .await;
     secrets.push(("CLI session refresh token", field(&polled, "refresh_token")));
+
+    // Passkey challenges: a registration's code and a sign-in's, and the session it opens.
+    let mut device = crate::authenticator::Authenticator::default();
+    let (options, code) = app
+        .passkey_options("initiate-passkey-registration", Some(&session.access))
+        .await;
+    secrets.push(("passkey registration code", code.clone()));
+    let credential = device.register(&options, crate::passkeys::ORIGIN);
+    ok(
+        send(
+            app.client(
+                Method::POST,
+                "/api/v1/auth/passkey/register",
+                Some(&session.access),
+            )
+            .json(&json!({ "credential": credential, "code": code })),
+        )
+        .await,
+        200,
+    )
+    .await;
+    let (options, code) = app
+        .passkey_options("initiate-passkey-authentication", None)
+        .await;
+    secrets.push(("passkey sign-in code", code.clone()));
+    let answer = device.sign(0, &options, crate::passkeys::ORIGIN);
+    let signed = ok(app.passkey_answer(&answer, &code).await, 200).await;
+    secrets.push((
+        "passkey session refresh token",
+        field(&signed, "refresh_token"),
+    ));
 
     let callback = json!({ "email": address, "callback_url": "http://localhost/cb" });
     ok(
