@@ -328,8 +328,11 @@ fn view(p: &StoredPasskey) -> Value {
 
 /// `GET /users/{user_id}/passkeys`: the user's passkeys, oldest first.
 pub async fn list(app: &App, ctx: &Context, user_id: Uuid) -> Result<Vec<Value>> {
-    users::get(app, ctx, user_id).await?;
-    let found = app.passkeys.of_user(ctx.project_id, user_id).await?;
+    let (row, found) = tokio::try_join!(
+        async { Ok::<_, Error>(app.accounts.user(ctx.project_id, user_id).await?) },
+        async { Ok(app.passkeys.of_user(ctx.project_id, user_id).await?) },
+    )?;
+    row.ok_or_else(|| users::not_found_for(ctx, user_id))?;
     Ok(found.iter().map(view).collect())
 }
 
