@@ -135,6 +135,11 @@ both_modes!(
         let selection = &options["authenticatorSelection"];
         assert_eq!(selection["residentKey"], "required", "{options}");
         assert_eq!(selection["userVerification"], "required", "{options}");
+        // The browser gives up before the code expires (65 s).
+        assert!(
+            options["timeout"].as_u64().is_some_and(|t| t <= 60_000),
+            "{options}"
+        );
         let user_handle = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(options["user"]["id"].as_str().unwrap_or_default())
             .unwrap_or_default();
@@ -285,6 +290,35 @@ both_modes!(
         assert_error(res, 403, "CLIENT_ACCESS_OWN_USER_ONLY").await;
         let listed = ok(send(app.as_("server", Method::GET, &path)).await, 200).await;
         assert_eq!(listed["items"].as_array().map(Vec::len), Some(2));
+        // Nor delete one of hers through his own path.
+        let alices = listed["items"][0]["id"].as_str().unwrap_or_default();
+        let res = send(app.client(
+            Method::DELETE,
+            &format!("/api/v1/users/me/passkeys/{alices}"),
+            Some(&bob.access),
+        ))
+        .await;
+        assert_error(res, 404, "PASSKEY_NOT_FOUND").await;
+        assert_eq!(app.passkeys_of_me(&alice.access).await.len(), 2);
+
+        // Two sign-ins racing with one counter value (a cloned key): exactly one passes.
+        let (first, first_code) = app
+            .passkey_options("initiate-passkey-authentication", None)
+            .await;
+        let (second, second_code) = app
+            .passkey_options("initiate-passkey-authentication", None)
+            .await;
+        let counter = phone.credentials[0].counter;
+        let first = phone.sign(0, &first, ORIGIN);
+        phone.credentials[0].counter = counter;
+        let second = phone.sign(0, &second, ORIGIN);
+        let (a, b) = tokio::join!(
+            app.passkey_answer(&first, &first_code),
+            app.passkey_answer(&second, &second_code)
+        );
+        let mut statuses = [a.status().as_u16(), b.status().as_u16()];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [200, 400]);
 
         // An authenticator naming another user for the credential is refused.
         let (options, code) = app

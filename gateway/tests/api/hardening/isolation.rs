@@ -789,6 +789,14 @@ both_modes!(ignored project_a_never_reaches_project_b, |app: &TestApp| async mov
     )
     .await;
     assert_eq!(polled, json!({ "status": "waiting" }));
+    // B's passkey is not A's user's either.
+    let res = send(app.client(
+        Method::DELETE,
+        &format!("/api/v1/users/me/passkeys/{}", b.passkey),
+        Some(&a_user.access),
+    ))
+    .await;
+    assert_error(res, 404, "PASSKEY_NOT_FOUND").await;
     // B's pending passkey challenges still answer for B: A's tries did not use them up.
     let finish = |route: &str, body: Value| {
         keyed(app, &b.project, "client", Method::POST, &format!("/api/v1/auth/passkey/{route}"))

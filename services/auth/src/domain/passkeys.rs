@@ -8,6 +8,8 @@
 //! takes the origin from the signed client data, accepts it only if the project trusts it (its
 //! domains, or localhost where allowed) and verifies against that origin and its host.
 
+use std::time::Duration;
+
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use latchkey_shared::codes::Code;
@@ -27,14 +29,16 @@ use super::settings::Settings;
 use super::users;
 use crate::app::App;
 use crate::error::{coded, Error, Result};
-use crate::store::passkeys::StoredPasskey;
+use crate::store::passkeys::{Inserted, StoredPasskey};
 use crate::store::StoreError;
 
 /// The relying-party id the SDK replaces with the page's host.
 pub const PLACEHOLDER_RP_ID: &str = "THIS_VALUE_WILL_BE_REPLACED.example.com";
 const REGISTRATION_KIND: &str = "PASSKEY_REGISTRATION_CHALLENGE";
 const AUTHENTICATION_KIND: &str = "PASSKEY_AUTHENTICATION_CHALLENGE";
-/// The browser's timeout (webauthn-rs asks for 60 s) and a little for the network.
+/// How long the browser may take (the options' `timeout`); the code lives a little longer, for
+/// the network.
+const CEREMONY_TIMEOUT: Duration = Duration::from_secs(60);
 const CHALLENGE_TTL_MILLIS: i64 = 65_000;
 /// Enough for every device a person owns; the exclusion list of a registration names them all.
 const MAX_PER_USER: usize = 20;
@@ -78,7 +82,8 @@ fn issuer() -> Result<Webauthn> {
     let misconfigured = |e: String| Error::BadRequest(format!("passkeys are misconfigured: {e}"));
     let origin =
         Url::parse(&format!("https://{rp_id}")).map_err(|e| misconfigured(e.to_string()))?;
-    let built = WebauthnBuilder::new(&rp_id, &origin).and_then(|b| b.build());
+    let built =
+        WebauthnBuilder::new(&rp_id, &origin).and_then(|b| b.timeout(CEREMONY_TIMEOUT).build());
     built.map_err(|e| misconfigured(e.to_string()))
 }
 
@@ -150,10 +155,9 @@ pub async fn initiate_registration(app: &App, ctx: &Context) -> Result<Challenge
         app.project(ctx.project_id),
         async { Ok(app.passkeys.of_user(ctx.project_id, user_id).await?) },
     )?;
+    // Checked again when the passkey is stored: several registrations may be under way.
     if existing.len() >= MAX_PER_USER {
-        return Err(registration_failed(&format!(
-            "A user can have at most {MAX_PER_USER} passkeys; delete one first."
-        )));
+        return Err(too_many());
     }
     let exclude = existing
         .iter()
@@ -186,6 +190,12 @@ pub async fn initiate_registration(app: &App, ctx: &Context) -> Result<Challenge
         options_json: options,
         code,
     })
+}
+
+fn too_many() -> Error {
+    registration_failed(&format!(
+        "A user can have at most {MAX_PER_USER} passkeys; delete one first."
+    ))
 }
 
 fn internal(e: serde_json::Error) -> Error {
@@ -230,8 +240,13 @@ pub async fn register(app: &App, ctx: &Context, credential: &str, code: &str) ->
     let mut user = users::get(app, ctx, user_id).await?;
     user["passkey_auth_enabled"] = json!(true);
     let event = Event::new("user.updated", ctx.project_id, app.now(), user);
-    match app.passkeys.insert(&stored, &event).await {
-        Ok(()) => Ok(stored.credential_id),
+    match app
+        .passkeys
+        .insert(&stored, MAX_PER_USER as i64, &event)
+        .await
+    {
+        Ok(Inserted::Done) => Ok(stored.credential_id),
+        Ok(Inserted::Full) => Err(too_many()),
         Err(StoreError::Conflict) => Err(registration_failed(
             "This passkey is already registered in this project.",
         )),
@@ -339,23 +354,22 @@ pub async fn list(app: &App, ctx: &Context, user_id: Uuid) -> Result<Vec<Value>>
 /// `DELETE /users/{user_id}/passkeys/{id}`, or every passkey of the user (`id` None, from
 /// `passkey_auth_enabled: false` on the user). Sends `user.updated` when any was deleted.
 pub async fn delete(app: &App, ctx: &Context, user_id: Uuid, id: Option<Uuid>) -> Result<()> {
-    let (mut user, existing) = tokio::try_join!(users::get(app, ctx, user_id), async {
-        Ok(app.passkeys.of_user(ctx.project_id, user_id).await?)
-    })?;
-    let left = match id {
-        Some(id) if !existing.iter().any(|p| p.id == id) => {
-            return Err(coded(
-                ErrorCode::PasskeyNotFound,
-                format!("The user has no passkey with id {id}."),
-            ))
-        }
-        Some(_) => existing.len() > 1,
-        None => false,
+    let user = users::get(app, ctx, user_id).await?;
+    let now = app.now();
+    let event_for = |left: bool| {
+        let mut user = user;
+        user["passkey_auth_enabled"] = json!(left);
+        Event::new("user.updated", ctx.project_id, now, user)
     };
-    user["passkey_auth_enabled"] = json!(left);
-    let event = Event::new("user.updated", ctx.project_id, app.now(), user);
-    app.passkeys
-        .delete(ctx.project_id, user_id, id, &event)
+    let deleted = app
+        .passkeys
+        .delete(ctx.project_id, user_id, id, event_for)
         .await?;
-    Ok(())
+    match id {
+        Some(id) if deleted == 0 => Err(coded(
+            ErrorCode::PasskeyNotFound,
+            format!("The user has no passkey with id {id}."),
+        )),
+        _ => Ok(()),
+    }
 }

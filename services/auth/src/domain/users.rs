@@ -538,11 +538,6 @@ pub async fn update(app: &App, ctx: &Context, id: Uuid, body: &Value, mode: Mode
         return Err(Error::BadRequest("a password needs a primary_email".into()));
     }
     let password_changed = apply(app, ctx, &mut row, &w, &settings).await?;
-    if w.remove_passkeys && row.passkey_auth_enabled {
-        // A whole change of its own, with its own `user.updated`: the rest may still fail.
-        super::passkeys::delete(app, ctx, id, None).await?;
-        row.passkey_auth_enabled = false;
-    }
 
     // The e-mail part lives in contacts and is applied first: it is the part that can conflict.
     let email_change = w.primary_email.is_some()
@@ -569,6 +564,12 @@ pub async fn update(app: &App, ctx: &Context, id: Uuid, body: &Value, mode: Mode
             .map_err(|s| email_taken(s, &shown))?
             .into_inner()
             .items;
+    }
+    if w.remove_passkeys {
+        // After the one step that can conflict; a change of its own, with its own
+        // `user.updated`, since the row is rewritten separately below.
+        super::passkeys::delete(app, ctx, id, None).await?;
+        row.passkey_auth_enabled = false;
     }
     let oauth = oauth_of(app, ctx, &[row.id]).await?;
     let mut user = [view(&row, &channels, of(&oauth, &row.id), &settings)];

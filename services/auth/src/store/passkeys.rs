@@ -35,6 +35,21 @@ const COLUMNS: &str = "project_id, id, user_id, credential_id, credential, sign_
 const SYNC_FLAG: &str = "UPDATE users SET passkey_auth_enabled = EXISTS (SELECT 1 FROM passkeys p \
      WHERE p.project_id = users.project_id AND p.user_id = users.id) WHERE project_id = $1 AND id = $2";
 
+/// What an insert did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inserted {
+    Done,
+    /// The user already has the most passkeys allowed.
+    Full,
+}
+
+/// Takes the user's row lock first, so concurrent changes to one user's passkeys run one after
+/// the other and each sees what the one before committed (PostgreSQL reads committed rows per
+/// statement; SQLite has one writer).
+const LOCK_USER: &str = "UPDATE users SET passkey_auth_enabled = passkey_auth_enabled \
+     WHERE project_id = $1 AND id = $2";
+const COUNT: &str = "SELECT COUNT(*) FROM passkeys WHERE project_id = $1 AND user_id = $2";
+
 #[derive(Clone)]
 pub struct Passkeys {
     db: Database,
@@ -46,8 +61,14 @@ impl Passkeys {
         Self { db, users }
     }
 
-    /// Stores a new credential; `Conflict` when the project already has one with its id.
-    pub async fn insert(&self, passkey: &StoredPasskey, event: &Event) -> Result<(), StoreError> {
+    /// Stores a new credential unless the user already has `max`; `Conflict` when the project
+    /// already has a credential with its id, `NotFound` when the user is gone.
+    pub async fn insert(
+        &self,
+        passkey: &StoredPasskey,
+        max: i64,
+        event: &Event,
+    ) -> Result<Inserted, StoreError> {
         let sql =
             format!("INSERT INTO passkeys ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
         let key = (passkey.project_id, passkey.user_id);
@@ -55,6 +76,14 @@ impl Passkeys {
             .writing(&key, async {
                 with_pool!(&self.db, pool => {
                     let mut tx = pool.begin().await?;
+                    if sqlx::query(LOCK_USER).bind(key.0).bind(key.1).execute(&mut *tx).await?.rows_affected() == 0 {
+                        return Err(StoreError::NotFound);
+                    }
+                    let held: i64 = sqlx::query_scalar(COUNT)
+                        .bind(key.0).bind(key.1).fetch_one(&mut *tx).await?;
+                    if held >= max {
+                        return Ok(Inserted::Full);
+                    }
                     let inserted = sqlx::query(&sql)
                         .bind(passkey.project_id).bind(passkey.id).bind(passkey.user_id)
                         .bind(&passkey.credential_id).bind(&passkey.credential).bind(passkey.sign_count)
@@ -64,16 +93,13 @@ impl Passkeys {
                         Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
                             return Err(StoreError::Conflict)
                         }
-                        Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
-                            return Err(StoreError::NotFound)
-                        }
                         other => other?,
                     };
                     sqlx::query(SYNC_FLAG).bind(key.0).bind(key.1).execute(&mut *tx).await?;
                     (*tx).enqueue(event).await?;
                     tx.commit().await?;
                 });
-                Ok(())
+                Ok(Inserted::Done)
             })
             .await
     }
@@ -121,20 +147,21 @@ impl Passkeys {
         Ok(done == 1)
     }
 
-    /// Deletes one of the user's passkeys, or all of them, with `event` when any was deleted.
-    /// Returns how many went.
+    /// Deletes one of the user's passkeys, or all of them, with the event `event_for` makes
+    /// from whether any passkey is left, when any was deleted. Returns how many went.
     pub async fn delete(
         &self,
         project: Uuid,
         user: Uuid,
         id: Option<Uuid>,
-        event: &Event,
+        event_for: impl FnOnce(bool) -> Event + Send,
     ) -> Result<u64, StoreError> {
         let key = (project, user);
         self.users
             .writing(&key, async {
                 let deleted = with_pool!(&self.db, pool => {
                     let mut tx = pool.begin().await?;
+                    sqlx::query(LOCK_USER).bind(project).bind(user).execute(&mut *tx).await?;
                     let deleted = sqlx::query(
                         "DELETE FROM passkeys WHERE project_id = $1 AND user_id = $2 \
                          AND ($3 IS NULL OR id = $3)",
@@ -143,7 +170,9 @@ impl Passkeys {
                     .execute(&mut *tx).await?.rows_affected();
                     if deleted > 0 {
                         sqlx::query(SYNC_FLAG).bind(project).bind(user).execute(&mut *tx).await?;
-                        (*tx).enqueue(event).await?;
+                        let left: i64 = sqlx::query_scalar(COUNT)
+                            .bind(project).bind(user).fetch_one(&mut *tx).await?;
+                        (*tx).enqueue(&event_for(left > 0)).await?;
                     }
                     tx.commit().await?;
                     deleted
