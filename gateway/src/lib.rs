@@ -4,6 +4,8 @@
 
 /// Access-header validation, key cache and token verification.
 pub mod access;
+/// The admin console (`/console`).
+pub mod console;
 /// The only place HTTP error responses are made.
 pub mod error;
 /// Strict JSON body and query extractors.
@@ -42,6 +44,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(routes::api(state.clone()))
         .merge(routes::operations())
+        .merge(console::routes(state.clone()))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(state.clone(), metrics::record))

@@ -74,6 +74,8 @@ pub struct Inner {
     pub tokens: TokenVerifier,
     pub metrics: Metrics,
     pub limits: crate::limits::RateLimits,
+    /// Admin console sessions (README "Admin console").
+    pub console: Box<dyn crate::console::store::SessionStore>,
     /// Set when shutdown begins: readiness fails from then on.
     pub draining: std::sync::atomic::AtomicBool,
 }
@@ -140,6 +142,13 @@ impl AppState {
             tokens: TokenVerifier::new(auth.clone(), config.public_url.clone()),
             metrics: Metrics::default(),
             limits: crate::limits::RateLimits::new(config.rate_limits.clone())?,
+            console: match &config.rate_limits.redis_url {
+                Some(url) => Box::new(crate::console::store::InRedis::new(
+                    url,
+                    &config.rate_limits.key_prefix,
+                )?),
+                None => Box::<crate::console::store::InMemory>::default(),
+            },
             draining: std::sync::atomic::AtomicBool::new(false),
             auth,
             users,

@@ -95,6 +95,12 @@ impl Access {
 #[derive(Debug, Clone)]
 struct Validated(Option<Access>);
 
+/// Records the access a request acts with when it was established otherwise than by access
+/// headers (a console session), for the rate limiter and the handlers.
+pub fn mark(request: &mut Request, access: Option<Access>) {
+    request.extensions_mut().insert(Validated(access));
+}
+
 /// The access a request was validated with (None: unauthenticated or not validated).
 pub fn of_request(request: &Request) -> Option<&Access> {
     request

@@ -8,7 +8,7 @@ use latchkey_shared::error::ErrorCode;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::access::AdminAccess;
+use crate::access::{Access, AdminAccess};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{self, JsonValue, NoQuery, Query};
 use crate::state::AppState;
@@ -26,24 +26,22 @@ pub async fn get_project(
     AdminAccess(access): AdminAccess,
     _: Query<NoQuery>,
 ) -> ApiResult<Json<Value>> {
+    settings(&app, &access).await.map(Json)
+}
+
+/// The project's settings (admin view); the console reads them the same way.
+pub async fn settings(app: &AppState, access: &Access) -> ApiResult<Value> {
     let settings = app
         .auth
         .clone()
         .get_settings(access.request(Empty {}))
         .await?
         .into_inner();
-    parse_settings(&settings.json)
+    parse_settings(&settings.json).map(|Json(v)| v)
 }
 
-#[utoipa::path(patch, path = "/api/v1/internal/project", tag = "admin",
-    request_body(content = Object, description = "Any subset of the settings. `rate_limits` maps a bucket (client_general, server_general, client_auth_sensitive, email_sending, unauthenticated, password_guesses_per_email_and_ip, password_guesses_per_email) to {limit, window_seconds}, or to null to switch it off"),
-    responses((status = 200, description = "Full settings after the change"), (status = 400, description = "SCHEMA_ERROR")))]
-pub async fn update_project(
-    State(app): State<AppState>,
-    AdminAccess(access): AdminAccess,
-    _: Query<NoQuery>,
-    JsonValue(patch): JsonValue,
-) -> ApiResult<Json<Value>> {
+/// Applies a partial settings document, and tells the rate limiter the settings moved.
+pub async fn change_settings(app: &AppState, access: &Access, patch: &Value) -> ApiResult<Value> {
     let request = access.request(pb::UpdateSettingsRequest {
         patch_json: patch.to_string(),
     });
@@ -56,7 +54,19 @@ pub async fn update_project(
     app.limits
         .settings_changed(access.project_id, settings.version)
         .await;
-    parse_settings(&settings.json)
+    parse_settings(&settings.json).map(|Json(v)| v)
+}
+
+#[utoipa::path(patch, path = "/api/v1/internal/project", tag = "admin",
+    request_body(content = Object, description = "Any subset of the settings. `rate_limits` maps a bucket (client_general, server_general, client_auth_sensitive, email_sending, unauthenticated, password_guesses_per_email_and_ip, password_guesses_per_email) to {limit, window_seconds}, or to null to switch it off"),
+    responses((status = 200, description = "Full settings after the change"), (status = 400, description = "SCHEMA_ERROR")))]
+pub async fn update_project(
+    State(app): State<AppState>,
+    AdminAccess(access): AdminAccess,
+    _: Query<NoQuery>,
+    JsonValue(patch): JsonValue,
+) -> ApiResult<Json<Value>> {
+    change_settings(&app, &access, &patch).await.map(Json)
 }
 
 fn key_set_json(key: &pb::ApiKey) -> Value {
@@ -101,24 +111,29 @@ pub async fn list_api_keys(
     AdminAccess(access): AdminAccess,
     _: Query<NoQuery>,
 ) -> ApiResult<Json<Value>> {
+    let items = key_sets(&app, &access).await?;
+    Ok(Json(json!({ "items": items, "is_paginated": false })))
+}
+
+/// The project's key sets as the API shows them (last four characters only).
+pub async fn key_sets(app: &AppState, access: &Access) -> ApiResult<Vec<Value>> {
     let list = app
         .auth
         .clone()
         .list_api_keys(access.request(Empty {}))
         .await?
         .into_inner();
-    let items: Vec<Value> = list.items.iter().map(key_set_json).collect();
-    Ok(Json(json!({ "items": items, "is_paginated": false })))
+    Ok(list.items.iter().map(key_set_json).collect())
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateApiKey {
-    description: String,
-    expires_at_millis: Option<i64>,
-    has_publishable_client_key: bool,
-    has_secret_server_key: bool,
-    has_super_secret_admin_key: bool,
+    pub description: String,
+    pub expires_at_millis: Option<i64>,
+    pub has_publishable_client_key: bool,
+    pub has_secret_server_key: bool,
+    pub has_super_secret_admin_key: bool,
 }
 
 #[utoipa::path(post, path = "/api/v1/internal/api-keys", tag = "admin",
@@ -130,6 +145,18 @@ pub async fn create_api_key(
     _: Query<NoQuery>,
     extract::Json(body): extract::Json<CreateApiKey>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
+    Ok((
+        StatusCode::CREATED,
+        Json(create_key_set(&app, &access, body).await?),
+    ))
+}
+
+/// A new key set with its whole keys, shown this once.
+pub async fn create_key_set(
+    app: &AppState,
+    access: &Access,
+    body: CreateApiKey,
+) -> ApiResult<Value> {
     let request = access.request(pb::CreateApiKeyRequest {
         description: body.description,
         expires_at_millis: body.expires_at_millis,
@@ -146,7 +173,7 @@ pub async fn create_api_key(
     out["publishable_client_key"] = json!(created.publishable_client_key);
     out["secret_server_key"] = json!(created.secret_server_key);
     out["super_secret_admin_key"] = json!(created.super_secret_admin_key);
-    Ok((StatusCode::CREATED, Json(out)))
+    Ok(out)
 }
 
 #[derive(Deserialize)]
@@ -174,13 +201,26 @@ pub async fn update_api_key(
         return Err(ApiError::new(ErrorCode::ApiKeyNotFound, "No such key set.")
             .with_details(json!({ "api_key_id": api_key_id })));
     }
+    update_key_set(&app, &access, api_key_id, body.description, body.revoked)
+        .await
+        .map(Json)
+}
+
+/// Describes or revokes a key set.
+pub async fn update_key_set(
+    app: &AppState,
+    access: &Access,
+    id: String,
+    description: Option<String>,
+    revoked: Option<bool>,
+) -> ApiResult<Value> {
     let request = access.request(pb::UpdateApiKeyRequest {
-        id: api_key_id,
-        description: body.description,
-        revoked: body.revoked,
+        id,
+        description,
+        revoked,
     });
     let key = app.auth.clone().update_api_key(request).await?.into_inner();
-    Ok(Json(key_set_json(&key)))
+    Ok(key_set_json(&key))
 }
 
 #[utoipa::path(get, path = "/api/v1/internal/emails", tag = "admin",

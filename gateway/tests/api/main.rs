@@ -15,6 +15,7 @@ mod basics;
 mod cli;
 mod cli_sign_in;
 mod consistency;
+mod console;
 mod contact_channels;
 mod deployment;
 mod grpc;

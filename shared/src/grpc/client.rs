@@ -57,8 +57,18 @@ impl AccessChecker {
         access: AccessType,
         key: &str,
     ) -> Result<AccessOutcome, Status> {
+        self.check_hash(project, access, &hash_secret(key)).await
+    }
+
+    /// `check` for a key known by its SHA-256 (`hash_secret`) only.
+    pub async fn check_hash(
+        &self,
+        project: Uuid,
+        access: AccessType,
+        key_sha256: &str,
+    ) -> Result<AccessOutcome, Status> {
         // Keyed by the key's hash so plaintext keys are not kept in memory.
-        let cache_key = (project, access, hash_secret(key));
+        let cache_key = (project, access, key_sha256.to_owned());
         if let Ok(entries) = self.entries.lock() {
             if let Some((at, outcome)) = entries.get(&cache_key) {
                 if at.elapsed() < self.ttl {
@@ -74,7 +84,8 @@ impl AccessChecker {
         let mut request = tonic::Request::new(CheckAccessRequest {
             project_id: project.to_string(),
             access_type: access_type.into(),
-            key: key.to_owned(),
+            key: String::new(),
+            key_sha256: key_sha256.to_owned(),
         });
         request.set_timeout(DEFAULT_DEADLINE);
         let outcome = self

@@ -93,14 +93,13 @@ impl pb::projects_server::Projects for Projects {
         let outcome = match Uuid::parse_str(&req.project_id) {
             Err(_) => Access::ProjectNotFound,
             Ok(project) => {
-                keys::check(
-                    &*self.store,
-                    project,
-                    kind,
-                    &req.key,
-                    self.clock.now_millis(),
-                )
-                .await?
+                let hash = if req.key_sha256.is_empty() {
+                    latchkey_shared::crypto::hash_secret(&req.key)
+                } else {
+                    req.key_sha256.to_ascii_lowercase()
+                };
+                let now = self.clock.now_millis();
+                keys::check_hash(&*self.store, project, kind, &hash, now).await?
             }
         };
         let outcome = match outcome {

@@ -1,0 +1,616 @@
+//! The admin console (`/console`, README "Admin console"): server-rendered pages for a
+//! project's operators, signed in with the project's admin key. Every page reads and writes
+//! through the same functions, and so the same gRPC calls, as the admin REST routes; the
+//! console adds no other way to reach the data. Requests count in the project's
+//! `server_general` rate-limit bucket; every state-changing form carries the session's CSRF
+//! token; pages are sent with a Content-Security-Policy that allows only the gateway's own
+//! script and style and no framing.
+
+mod pages;
+mod session;
+pub mod store;
+
+use axum::extract::{Path, Request, State};
+use axum::http::header::{
+    CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{from_fn, from_fn_with_state, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Form, Router};
+use latchkey_proto::auth::v1::AccessOutcome;
+use latchkey_shared::crypto::{constant_time_eq, hash_secret};
+use latchkey_shared::headers::AccessType;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::routes::internal;
+use crate::state::AppState;
+use pages::{page, redirect, Confirm, Field, KeyRow, Keys, Nav, Project, SignIn};
+use session::{Session, SignedIn};
+
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// The double-submit cookie that protects the sign-in form, which no session covers yet.
+const SIGN_IN_CSRF: &str = "latchkey_console_csrf";
+
+pub fn routes(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/console", get(home))
+        .route("/console/sign-in", get(sign_in_page).post(sign_in))
+        .route("/console/sign-out", post(sign_out))
+        .route("/console/switch", post(switch))
+        .route("/console/project", get(project_page).post(save_project))
+        .route("/console/keys", get(keys_page).post(create_keys))
+        .route(
+            "/console/keys/{id}/revoke",
+            get(confirm_revoke).post(revoke_key),
+        )
+        .route("/console/assets/console.css", get(css))
+        .route("/console/assets/console.js", get(js))
+        .route_layer(from_fn_with_state(state.clone(), crate::limits::enforce))
+        .route_layer(from_fn_with_state(state, with_session))
+        .layer(from_fn(security_headers))
+}
+
+async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let h = response.headers_mut();
+    h.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    response
+}
+
+/// The request's console session, if it has a live one.
+#[derive(Clone)]
+struct Current(Option<(String, Session)>);
+
+/// Loads the session and records its access (admin of the current project), so the rate
+/// limiter counts the request in that project's `server_general` bucket.
+async fn with_session(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
+    let loaded = session::load(&app, session::id_of(request.headers())).await;
+    let request_id = request
+        .extensions()
+        .get::<crate::request_id::RequestId>()
+        .map(|r| r.0.clone());
+    let access = loaded.as_ref().map(|(_, s)| s.access(request_id));
+    crate::access::mark(&mut request, access);
+    request.extensions_mut().insert(Current(loaded));
+    next.run(request).await
+}
+
+/// What a signed-in page needs: the session id and the session.
+struct Signed(String, Session);
+
+/// Why a console request is turned away before its handler's work.
+enum Refusal {
+    /// No session: to the sign-in page.
+    SignedOut,
+    /// A state-changing form without the session's CSRF token.
+    Csrf,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Self::SignedOut => redirect("/console/sign-in"),
+            Self::Csrf => (
+                StatusCode::FORBIDDEN,
+                "The form was not sent from this console page (CSRF token missing or wrong). Reload the page and try again.",
+            )
+                .into_response(),
+        }
+    }
+}
+
+impl Current {
+    fn signed(self) -> Result<Signed, Refusal> {
+        self.0
+            .map(|(id, s)| Signed(id, s))
+            .ok_or(Refusal::SignedOut)
+    }
+}
+
+/// A form field of a state-changing request must carry the session's CSRF token.
+fn check_csrf(session: &Session, sent: Option<&str>) -> Result<(), Refusal> {
+    match sent {
+        Some(t) if session.csrf_matches(t) => Ok(()),
+        _ => Err(Refusal::Csrf),
+    }
+}
+
+async fn home(Extension(current): Extension<Current>) -> Response {
+    match current.0 {
+        Some(_) => redirect("/console/project"),
+        None => redirect("/console/sign-in"),
+    }
+}
+
+fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v.to_owned())
+}
+
+fn sign_in_form(
+    current: &Current,
+    headers: &HeaderMap,
+    status: StatusCode,
+    project_id: String,
+    error: Option<String>,
+) -> Response {
+    let csrf = cookie_value(headers, SIGN_IN_CSRF).unwrap_or_else(session::new_csrf);
+    let nav = current.0.as_ref().map(|(_, s)| Nav::of(s, "sign-in"));
+    let mut response = page(
+        status,
+        &SignIn {
+            nav,
+            csrf: csrf.clone(),
+            project_id,
+            error,
+        },
+    );
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "{SIGN_IN_CSRF}={csrf}; Path=/console; HttpOnly; SameSite=Strict"
+    )) {
+        session::set_cookie(response.headers_mut(), v);
+    }
+    response
+}
+
+async fn sign_in_page(Extension(current): Extension<Current>, headers: HeaderMap) -> Response {
+    sign_in_form(&current, &headers, StatusCode::OK, String::new(), None)
+}
+
+#[derive(Deserialize)]
+struct SignInForm {
+    csrf: Option<String>,
+    project_id: String,
+    admin_key: String,
+}
+
+/// Checks the admin key once, then keeps only its hash in the session (a new one, or the
+/// browser's existing session, which gains the project and switches to it).
+async fn sign_in(
+    State(app): State<AppState>,
+    Extension(current): Extension<Current>,
+    headers: HeaderMap,
+    Form(form): Form<SignInForm>,
+) -> Response {
+    let expected = cookie_value(&headers, SIGN_IN_CSRF);
+    let csrf_ok = matches!((&expected, &form.csrf), (Some(e), Some(s)) if constant_time_eq(e, s));
+    if !csrf_ok {
+        return Refusal::Csrf.into_response();
+    }
+    let refuse = |message: &str| {
+        sign_in_form(
+            &current,
+            &headers,
+            StatusCode::UNAUTHORIZED,
+            form.project_id.clone(),
+            Some(message.to_owned()),
+        )
+    };
+    let Some(project_id) = pages::parse_project(&form.project_id) else {
+        return refuse("That is not a project id (a UUID).");
+    };
+    let key_sha256 = hash_secret(form.admin_key.trim());
+    let outcome = app
+        .access
+        .check_hash(project_id, AccessType::Admin, &key_sha256)
+        .await;
+    match outcome {
+        Ok(AccessOutcome::Granted) => {}
+        Ok(_) => return refuse("No such project, or the key is not one of its live admin keys."),
+        Err(_) => return refuse("The auth service did not answer; try again in a moment."),
+    }
+    let mut probe = Session {
+        csrf: String::new(),
+        current: project_id,
+        projects: Vec::new(),
+    };
+    let name = match app
+        .auth
+        .clone()
+        .get_current_project(
+            probe
+                .access(None)
+                .request(latchkey_proto::auth::v1::Empty {}),
+        )
+        .await
+    {
+        Ok(p) => p.into_inner().display_name,
+        Err(_) => project_id.to_string(),
+    };
+    let (id, mut session) = match current.0.clone() {
+        Some((id, s)) => (id, s),
+        None => (session::new_id(), {
+            probe.csrf = session::new_csrf();
+            probe
+        }),
+    };
+    session.projects.retain(|p| p.project_id != project_id);
+    session.projects.push(SignedIn {
+        project_id,
+        name,
+        key_sha256,
+    });
+    session.current = project_id;
+    if session::save(&app, &id, &session).await.is_err() {
+        return refuse("Sessions cannot be stored right now; try again in a moment.");
+    }
+    let mut response = redirect("/console/project");
+    session::set_cookie(response.headers_mut(), session::cookie(&app, Some(&id)));
+    response
+}
+
+#[derive(Deserialize)]
+struct CsrfOnly {
+    csrf: Option<String>,
+}
+
+async fn sign_out(
+    State(app): State<AppState>,
+    Extension(current): Extension<Current>,
+    Form(form): Form<CsrfOnly>,
+) -> Response {
+    let Signed(id, session) = match current.signed() {
+        Ok(s) => s,
+        Err(r) => return r.into_response(),
+    };
+    if let Err(r) = check_csrf(&session, form.csrf.as_deref()) {
+        return r.into_response();
+    }
+    session::end(&app, &id).await;
+    let mut response = redirect("/console/sign-in");
+    session::set_cookie(response.headers_mut(), session::cookie(&app, None));
+    response
+}
+
+#[derive(Deserialize)]
+struct SwitchForm {
+    csrf: Option<String>,
+    project_id: String,
+}
+
+/// Switches to another project the browser signed in to; any other id is refused.
+async fn switch(
+    State(app): State<AppState>,
+    Extension(current): Extension<Current>,
+    Form(form): Form<SwitchForm>,
+) -> Response {
+    let Signed(id, mut session) = match current.signed() {
+        Ok(s) => s,
+        Err(r) => return r.into_response(),
+    };
+    if let Err(r) = check_csrf(&session, form.csrf.as_deref()) {
+        return r.into_response();
+    }
+    let target = pages::parse_project(&form.project_id);
+    if !session
+        .projects
+        .iter()
+        .any(|p| Some(p.project_id) == target)
+    {
+        return (
+            StatusCode::FORBIDDEN,
+            "This browser has not signed in to that project; sign in with its admin key.",
+        )
+            .into_response();
+    }
+    if let Some(target) = target {
+        session.current = target;
+    }
+    let _ = session::save(&app, &id, &session).await;
+    redirect("/console/project")
+}
+
+/// The project page: every setting of `PATCH /internal/project`, with the API's error next to
+/// the setting it names.
+async fn project_page(
+    State(app): State<AppState>,
+    Extension(current): Extension<Current>,
+    axum::extract::Query(q): axum::extract::Query<SavedQuery>,
+) -> Response {
+    let Signed(_, session) = match current.signed() {
+        Ok(s) => s,
+        Err(r) => return r.into_response(),
+    };
+    match internal::settings(&app, &session.access(None)).await {
+        Ok(settings) => page(
+            StatusCode::OK,
+            &Project {
+                csrf: session.csrf.clone(),
+                nav: Some(Nav::of(&session, "project")),
+                fields: fields_of(&settings),
+                saved: q.saved.is_some(),
+                general_error: None,
+            },
+        ),
+        Err(e) => e.into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct SavedQuery {
+    saved: Option<String>,
+}
+
+fn fields_of(settings: &Value) -> Vec<Field> {
+    settings
+        .as_object()
+        .map(|o| o.iter().map(|(k, v)| Field::of(k, v)).collect())
+        .unwrap_or_default()
+}
+
+/// Sends only the settings whose submitted value differs from the current one, so write-only
+/// secrets the page cannot show are never sent back blank.
+async fn save_project(
+    State(app): State<AppState>,
+    Extension(current): Extension<Current>,
+    Form(form): Form<Vec<(String, String)>>,
+) -> Response {
+    let Signed(_, session) = match current.signed() {
+        Ok(s) => s,
+        Err(r) => return r.into_response(),
+    };
+    let csrf = form
+        .iter()
+        .find(|(k, _)| k == "csrf")
+        .map(|(_, v)| v.as_str());
+    if let Err(r) = check_csrf(&session, csrf) {
+        return r.into_response();
+    }
+    let access = session.access(None);
+    let settings = match internal::settings(&app, &access).await {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    let mut fields = fields_of(&settings);
+    let mut patch = Map::new();
+    for field in &mut fields {
+        let sent = form
+            .iter()
+            .find(|(k, _)| k.strip_prefix("s.") == Some(field.name.as_str()))
+            .map(|(_, v)| v.clone());
+        // An unticked box sends nothing; the form's `kind.` field says the box was there.
+        let shown = form
+            .iter()
+            .any(|(k, _)| k.strip_prefix("kind.") == Some(field.name.as_str()));
+        let value = match (field.kind, sent) {
+            ("bool", _) if !shown => continue,
+            ("bool", sent) => Value::Bool(sent.as_deref() == Some("true")),
+            (_, None) => continue,
+            ("number", Some(text)) => match serde_json::from_str::<Value>(text.trim()) {
+                Ok(v @ Value::Number(_)) => v,
+                _ => {
+                    field.error = Some("A number is needed.".into());
+                    field.value = text;
+                    continue;
+                }
+            },
+            ("string", Some(text)) => Value::String(text),
+            (_, Some(text)) => match serde_json::from_str::<Value>(&text) {
+                Ok(v) => v,
+                Err(e) => {
+                    field.error = Some(format!("Not valid JSON: {e}"));
+                    field.value = text;
+                    continue;
+                }
+            },
+        };
+        if settings.get(&field.name) != Some(&value) {
+            field.value = Field::of(&field.name, &value).value;
+            patch.insert(field.name.clone(), value);
+        }
+    }
+    if fields.iter().any(|f| f.error.is_some()) {
+        return page(
+            StatusCode::BAD_REQUEST,
+            &Project {
+                csrf: session.csrf.clone(),
+                nav: Some(Nav::of(&session, "project")),
+                fields,
+                saved: false,
+                general_error: Some("Nothing was saved: correct the marked settings.".into()),
+            },
+        );
+    }
+    if patch.is_empty() {
+        return redirect("/console/project?saved=1");
+    }
+    match internal::change_settings(&app, &access, &Value::Object(patch)).await {
+        Ok(_) => redirect("/console/project?saved=1"),
+        Err(e) => {
+            let message = e.0.message.clone();
+            // The API names the setting it refuses; the message goes next to it.
+            let named = fields
+                .iter_mut()
+                .find(|f| message.contains(f.name.as_str()));
+            let general_error = match named {
+                Some(f) => {
+                    f.error = Some(message);
+                    Some("Nothing was saved: correct the marked setting.".into())
+                }
+                None => Some(message),
+            };
+            page(
+                StatusCode::BAD_REQUEST,
+                &Project {
+                    csrf: session.csrf.clone(),
+                    nav: Some(Nav::of(&session, "project")),
+                    fields,
+                    saved: false,
+                    general_error,
+                },
+            )
+        }
+    }
+}
+
+async fn keys_page(
+    State(app): State<AppState>,
+    Extension(current): Extension<Current>,
+) -> Response {
+    let Signed(_, session) = match current.signed() {
+        Ok(s) => s,
+        Err(r) => return r.into_response(),
+    };
+    keys_view(&app, &session, StatusCode::OK, None, None).await
+}
+
+async fn keys_view(
+    app: &AppState,
+    session: &Session,
+    status: StatusCode,
+    created: Option<Vec<(String, String)>>,
+    error: Option<String>,
+) -> Response {
+    match internal::key_sets(app, &session.access(None)).await {
+        Ok(keys) => page(
+            status,
+            &Keys {
+                csrf: session.csrf.clone(),
+                nav: Some(Nav::of(session, "keys")),
+                keys: keys.iter().map(KeyRow::of).collect(),
+                created,
+                error,
+            },
+        ),
+        Err(e) => e.into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct CreateForm {
+    csrf: Option<String>,
+    description: String,
+    client: Option<String>,
+    server: Option<String>,
+    admin: Option<String>,
+}
+
+async fn create_keys(
+    State(app): State<AppState>,
+    Extension(current): Extension<Current>,
+    Form(form): Form<CreateForm>,
+) -> Response {
+    let Signed(_, session) = match current.signed() {
+        Ok(s) => s,
+        Err(r) => return r.into_response(),
+    };
+    if let Err(r) = check_csrf(&session, form.csrf.as_deref()) {
+        return r.into_response();
+    }
+    let body = internal::CreateApiKey {
+        description: form.description,
+        expires_at_millis: None,
+        has_publishable_client_key: form.client.is_some(),
+        has_secret_server_key: form.server.is_some(),
+        has_super_secret_admin_key: form.admin.is_some(),
+    };
+    match internal::create_key_set(&app, &session.access(None), body).await {
+        Ok(created) => {
+            let shown: Vec<(String, String)> = [
+                ("Publishable client key", "publishable_client_key"),
+                ("Secret server key", "secret_server_key"),
+                ("Super-secret admin key", "super_secret_admin_key"),
+            ]
+            .into_iter()
+            .filter_map(|(label, field)| {
+                created[field]
+                    .as_str()
+                    .map(|k| (label.to_owned(), k.to_owned()))
+            })
+            .collect();
+            keys_view(&app, &session, StatusCode::CREATED, Some(shown), None).await
+        }
+        Err(e) => {
+            let message = e.0.message.clone();
+            keys_view(&app, &session, StatusCode::BAD_REQUEST, None, Some(message)).await
+        }
+    }
+}
+
+/// Revocation is confirmed on a page of its own, so it works without script.
+async fn confirm_revoke(
+    Extension(current): Extension<Current>,
+    Path(id): Path<String>,
+) -> Response {
+    let Signed(_, session) = match current.signed() {
+        Ok(s) => s,
+        Err(r) => return r.into_response(),
+    };
+    let Ok(id) = uuid::Uuid::parse_str(&id) else {
+        return redirect("/console/keys");
+    };
+    page(
+        StatusCode::OK,
+        &Confirm {
+            csrf: session.csrf.clone(),
+            nav: Some(Nav::of(&session, "keys")),
+            question: "Revoke this key set?".into(),
+            consequence: format!(
+                "Every key of set {id} stops working at once, on every gateway within seconds. \
+                 This cannot be undone. If this console signed in with one of its keys, the \
+                 console session ends too."
+            ),
+            action: format!("/console/keys/{id}/revoke"),
+            confirm: "Revoke",
+            back: "/console/keys",
+        },
+    )
+}
+
+async fn revoke_key(
+    State(app): State<AppState>,
+    Extension(current): Extension<Current>,
+    Path(id): Path<String>,
+    Form(form): Form<CsrfOnly>,
+) -> Response {
+    let Signed(_, session) = match current.signed() {
+        Ok(s) => s,
+        Err(r) => return r.into_response(),
+    };
+    if let Err(r) = check_csrf(&session, form.csrf.as_deref()) {
+        return r.into_response();
+    }
+    let access = session.access(None);
+    match internal::update_key_set(&app, &access, id, None, Some(true)).await {
+        Ok(_) => redirect("/console/keys"),
+        Err(e) => {
+            let message = e.0.message.clone();
+            keys_view(&app, &session, StatusCode::BAD_REQUEST, None, Some(message)).await
+        }
+    }
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut response = body.into_response();
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+async fn css() -> Response {
+    asset(
+        "text/css; charset=utf-8",
+        include_str!("../../assets/console.css"),
+    )
+}
+
+async fn js() -> Response {
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/console.js"),
+    )
+}

@@ -1,0 +1,364 @@
+//! The admin console (issue 20) over HTTP, as a browser without script would use it: signing
+//! in with an admin key, the session cookie's flags, CSRF refusals, security headers, editing a
+//! setting with the API's own error shown next to it, creating and revoking a key set, the
+//! session ending when its key is revoked, and a session of project A reaching nothing of B.
+
+use std::time::Duration;
+
+use reqwest::{Method, Response};
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+/// A browser: no redirects followed, cookies kept by hand (name → value).
+struct Browser<'a> {
+    app: &'a TestApp,
+    http: reqwest::Client,
+    cookies: std::collections::BTreeMap<String, String>,
+}
+
+impl<'a> Browser<'a> {
+    fn new(app: &'a TestApp) -> Self {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        Self {
+            app,
+            http,
+            cookies: Default::default(),
+        }
+    }
+
+    fn keep_cookies(&mut self, res: &Response) {
+        for v in res.headers().get_all("set-cookie") {
+            let text = v.to_str().unwrap_or_default();
+            let first = text.split(';').next().unwrap_or_default();
+            if let Some((name, value)) = first.split_once('=') {
+                if value.is_empty() {
+                    self.cookies.remove(name);
+                } else {
+                    self.cookies.insert(name.to_owned(), value.to_owned());
+                }
+            }
+        }
+    }
+
+    async fn send(&mut self, method: Method, path: &str, form: &[(&str, &str)]) -> Response {
+        let cookie: Vec<String> = self
+            .cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let mut req = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.app.base))
+            .header("cookie", cookie.join("; "));
+        if method == Method::POST {
+            req = req.form(form);
+        }
+        let res = req.send().await.unwrap_or_else(|e| panic!("{path}: {e}"));
+        self.keep_cookies(&res);
+        res
+    }
+
+    async fn get(&mut self, path: &str) -> (u16, String) {
+        let res = self.send(Method::GET, path, &[]).await;
+        (res.status().as_u16(), res.text().await.unwrap_or_default())
+    }
+
+    async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Response {
+        self.send(Method::POST, path, form).await
+    }
+
+    /// Signs in to `project` with `admin_key` through the sign-in form.
+    async fn sign_in(&mut self, project: &str, admin_key: &str) -> Response {
+        let (status, _) = self.get("/console/sign-in").await;
+        assert_eq!(status, 200);
+        let csrf = self.cookies["latchkey_console_csrf"].clone();
+        self.post(
+            "/console/sign-in",
+            &[
+                ("csrf", &csrf),
+                ("project_id", project),
+                ("admin_key", admin_key),
+            ],
+        )
+        .await
+    }
+}
+
+/// The CSRF token of the page's forms.
+fn csrf_in(html: &str) -> String {
+    let marker = "name=\"csrf\" value=\"";
+    let start = html.find(marker).map(|i| i + marker.len()).unwrap_or(0);
+    html[start..].chars().take_while(|c| *c != '"').collect()
+}
+
+fn location(res: &Response) -> String {
+    res.headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn setting(app: &TestApp, name: &str) -> Value {
+    let settings = ok(
+        send(app.as_("admin", Method::GET, "/api/v1/internal/project")).await,
+        200,
+    )
+    .await;
+    settings[name].clone()
+}
+
+both_modes!(
+    the_console_signs_in_with_an_admin_key_and_edits_settings_and_keys,
+    |app: &TestApp| async move {
+        let mut browser = Browser::new(app);
+        let res = browser.send(Method::GET, "/console/sign-in", &[]).await;
+        let csp = res
+            .headers()
+            .get("content-security-policy")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert!(csp.contains("script-src 'self'"), "{csp}");
+        assert!(!csp.contains("unsafe-inline"), "{csp}");
+        assert_eq!(res.headers()["x-frame-options"], "DENY");
+        assert!(res.text().await.unwrap_or_default().contains("admin_key"));
+
+        // The sign-in form needs its CSRF token; a wrong key is refused next to the form.
+        let p = app.project.clone();
+        let res = browser
+            .post(
+                "/console/sign-in",
+                &[("project_id", &p.id), ("admin_key", &p.admin_key)],
+            )
+            .await;
+        assert_eq!(res.status(), 403);
+        let res = browser.sign_in(&p.id, "sak_wrong").await;
+        assert_eq!(res.status(), 401);
+        let page = res.text().await.unwrap_or_default();
+        assert!(page.contains("role=\"alert\""), "{page}");
+        assert!(!browser.cookies.contains_key("latchkey_console"));
+
+        let res = browser.sign_in(&p.id, &p.admin_key).await;
+        assert_eq!(res.status(), 303);
+        assert_eq!(location(&res), "/console/project");
+        let set: Vec<String> = res
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_owned))
+            .filter(|c| c.starts_with("latchkey_console="))
+            .collect();
+        assert_eq!(set.len(), 1, "{set:?}");
+        for flag in [
+            "HttpOnly",
+            "SameSite=Strict",
+            "Path=/console",
+            "Max-Age=1800",
+        ] {
+            assert!(set[0].contains(flag), "{flag} missing: {}", set[0]);
+        }
+        assert!(!set[0].contains(&p.admin_key));
+
+        // A setting changes; the API shows it.
+        let (status, page) = browser.get("/console/project").await;
+        assert_eq!(status, 200);
+        assert!(page.contains("password_min_length"), "{page}");
+        let csrf = csrf_in(&page);
+        let change = [
+            ("csrf", csrf.as_str()),
+            ("kind.password_min_length", "number"),
+            ("s.password_min_length", "12"),
+        ];
+        let res = browser.post("/console/project", &change).await;
+        assert_eq!(res.status(), 303);
+        assert_eq!(setting(app, "password_min_length").await, 12);
+        // Without the token nothing changes.
+        let forged = [
+            ("kind.password_min_length", "number"),
+            ("s.password_min_length", "14"),
+        ];
+        assert_eq!(
+            browser.post("/console/project", &forged).await.status(),
+            403
+        );
+        assert_eq!(setting(app, "password_min_length").await, 12);
+        // The API's own refusal is shown next to the setting it names.
+        let bad = [
+            ("csrf", csrf.as_str()),
+            ("kind.password_min_length", "number"),
+            ("s.password_min_length", "3"),
+        ];
+        let res = browser.post("/console/project", &bad).await;
+        assert_eq!(res.status(), 400);
+        let page = res.text().await.unwrap_or_default();
+        assert!(page.contains("id=\"e-password_min_length\""), "{page}");
+        assert_eq!(setting(app, "password_min_length").await, 12);
+        // An unticked box switches a setting off, and only the boxes the form showed count.
+        let off = [("csrf", csrf.as_str()), ("kind.sign_up_enabled", "bool")];
+        assert_eq!(browser.post("/console/project", &off).await.status(), 303);
+        assert_eq!(setting(app, "sign_up_enabled").await, false);
+        assert_eq!(setting(app, "credential_enabled").await, true);
+
+        // A key set is created (its keys shown once) and revoked after a confirmation page.
+        let create = [
+            ("csrf", csrf.as_str()),
+            ("description", "from the console"),
+            ("server", "true"),
+        ];
+        let res = browser.post("/console/keys", &create).await;
+        assert_eq!(res.status(), 201);
+        let page = res.text().await.unwrap_or_default();
+        assert!(page.contains("ssk_"), "{page}");
+        let listed = ok(
+            send(app.as_("admin", Method::GET, "/api/v1/internal/api-keys")).await,
+            200,
+        )
+        .await;
+        let created = listed["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|k| k["description"] == "from the console")
+            .cloned()
+            .unwrap_or_else(|| panic!("{listed}"));
+        let id = created["id"].as_str().unwrap_or_default();
+        let (status, confirm) = browser.get(&format!("/console/keys/{id}/revoke")).await;
+        assert_eq!(status, 200);
+        assert!(confirm.contains("cannot be undone"), "{confirm}");
+        let revoke = format!("/console/keys/{id}/revoke");
+        assert_eq!(browser.post(&revoke, &[]).await.status(), 403);
+        let res = browser.post(&revoke, &[("csrf", &csrf)]).await;
+        assert_eq!(res.status(), 303);
+        let listed = ok(
+            send(app.as_("admin", Method::GET, "/api/v1/internal/api-keys")).await,
+            200,
+        )
+        .await;
+        let after = listed["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|k| k["id"] == id)
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(after["revoked"], true, "{after}");
+
+        // Signing out ends the session.
+        let res = browser.post("/console/sign-out", &[("csrf", &csrf)]).await;
+        assert_eq!(res.status(), 303);
+        let (status, _) = browser.get("/console/project").await;
+        assert_eq!(status, 303);
+    }
+);
+
+both_modes!(
+    a_console_session_ends_with_its_key_and_reaches_no_other_project,
+    |app: &TestApp| async move {
+        // A second admin key for this project, to sign the console in with and then revoke.
+        let created = ok(
+            send(
+                app.as_("admin", Method::POST, "/api/v1/internal/api-keys")
+                    .json(&json!({
+                        "description": "console key", "has_publishable_client_key": false,
+                        "has_secret_server_key": false, "has_super_secret_admin_key": true,
+                    })),
+            )
+            .await,
+            201,
+        )
+        .await;
+        let key = created["super_secret_admin_key"]
+            .as_str()
+            .unwrap_or_default();
+        let b = app.other_project().await;
+        let mut browser = Browser::new(app);
+        assert_eq!(browser.sign_in(&app.project.id, key).await.status(), 303);
+        let (status, page) = browser.get("/console/keys").await;
+        assert_eq!(status, 200);
+        let csrf = csrf_in(&page);
+
+        // Project B: not reachable by switching, and nothing of it on A's pages.
+        let res = browser
+            .post("/console/switch", &[("csrf", &csrf), ("project_id", &b.id)])
+            .await;
+        assert_eq!(res.status(), 403);
+        let b_keys = ok(
+            send(
+                app.request(Method::GET, "/api/v1/internal/api-keys")
+                    .header("x-service-access-type", "admin")
+                    .header("x-service-project-id", &b.id)
+                    .header("x-service-super-secret-admin-key", &b.admin_key),
+            )
+            .await,
+            200,
+        )
+        .await;
+        let (_, page) = browser.get("/console/keys").await;
+        for k in b_keys["items"].as_array().into_iter().flatten() {
+            let id = k["id"].as_str().unwrap_or_default();
+            assert!(!page.contains(id), "B's key set {id} on A's page");
+        }
+        // Signing in to B too needs B's key; then switching works, and each page shows its own.
+        assert_eq!(browser.sign_in(&b.id, &b.admin_key).await.status(), 303);
+        let (_, page) = browser.get("/console/project").await;
+        assert!(
+            page.contains(&format!("value=\"{}\" selected", b.id)),
+            "{page}"
+        );
+
+        // Revoking the key the console signed in to A with ends that part of the session.
+        let id = created["id"].as_str().unwrap_or_default();
+        ok(
+            send(
+                app.as_(
+                    "admin",
+                    Method::PATCH,
+                    &format!("/api/v1/internal/api-keys/{id}"),
+                )
+                .json(&json!({ "revoked": true })),
+            )
+            .await,
+            200,
+        )
+        .await;
+        let started = std::time::Instant::now();
+        loop {
+            let (_, page) = browser.get("/console/sign-in").await;
+            if !page.contains(&format!("value=\"{}\"", app.project.id)) {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "A is still in the console session 10 s after its key was revoked"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        // Console requests count in the project's server_general bucket.
+        let limited =
+            json!({ "rate_limits": { "server_general": { "limit": 3, "window_seconds": 60 } } });
+        ok(
+            send(
+                app.request(Method::PATCH, "/api/v1/internal/project")
+                    .header("x-service-access-type", "admin")
+                    .header("x-service-project-id", &b.id)
+                    .header("x-service-super-secret-admin-key", &b.admin_key)
+                    .json(&limited),
+            )
+            .await,
+            200,
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        let mut statuses = Vec::new();
+        for _ in 0..5 {
+            statuses.push(browser.get("/console/keys").await.0);
+        }
+        assert!(statuses.contains(&429), "{statuses:?}");
+    }
+);
