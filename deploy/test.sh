@@ -25,6 +25,8 @@ echo "== cargo test"
 cargo test --workspace
 echo "== browser test"
 bash deploy/browser-test.sh
+echo "== console browser test"
+bash deploy/console-test.sh
 # Faults stop the shared servers and timings want a quiet machine, so the hardening tier runs
 # afterwards, its tests alone and one at a time.
 echo "== hardening tier"

@@ -9,6 +9,8 @@
 mod pages;
 mod session;
 pub mod store;
+mod teams;
+mod users;
 
 use axum::extract::{Path, Request, State};
 use axum::http::header::{
@@ -47,6 +49,28 @@ pub fn routes(state: AppState) -> Router<AppState> {
             "/console/keys/{id}/revoke",
             get(confirm_revoke).post(revoke_key),
         )
+        .route("/console/users", get(users::list))
+        .route("/console/users/{id}", get(users::show))
+        .route("/console/users/{id}/metadata", post(users::save_metadata))
+        .route(
+            "/console/users/{id}/sessions/{session_id}/revoke",
+            post(users::revoke_session),
+        )
+        .route(
+            "/console/users/{id}/sessions/revoke-all",
+            post(users::revoke_all_sessions),
+        )
+        .route(
+            "/console/users/{id}/delete",
+            get(users::confirm_delete).post(users::delete),
+        )
+        .route("/console/teams", get(teams::list))
+        .route("/console/teams/{id}", get(teams::show))
+        .route("/console/teams/{id}/members", post(teams::add_member))
+        .route(
+            "/console/teams/{id}/members/{user_id}/remove",
+            get(teams::confirm_remove).post(teams::remove_member),
+        )
         .route("/console/assets/console.css", get(css))
         .route("/console/assets/console.js", get(js))
         .route_layer(from_fn_with_state(state.clone(), crate::limits::enforce))
@@ -83,7 +107,7 @@ async fn with_session(State(app): State<AppState>, mut request: Request, next: N
 }
 
 /// What a signed-in page needs: the session id and the session.
-struct Signed(String, Session);
+pub(crate) struct Signed(String, Session);
 
 /// Why a console request is turned away before its handler's work.
 enum Refusal {

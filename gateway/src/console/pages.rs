@@ -180,3 +180,197 @@ pub fn redirect(to: &str) -> Response {
 pub fn parse_project(text: &str) -> Option<Uuid> {
     Uuid::parse_str(text.trim()).ok()
 }
+
+/// A users-table row.
+pub struct UserRow {
+    pub id: String,
+    pub email: String,
+    pub name: String,
+    pub signed_up: String,
+    pub signed_up_at_millis: i64,
+}
+
+impl UserRow {
+    pub fn of(u: &Value) -> Self {
+        let signed_up_at_millis = u["signed_up_at_millis"].as_i64().unwrap_or_default();
+        Self {
+            id: u["id"].as_str().unwrap_or_default().to_owned(),
+            email: u["primary_email"]
+                .as_str()
+                .unwrap_or("(no e-mail)")
+                .to_owned(),
+            name: u["display_name"].as_str().unwrap_or_default().to_owned(),
+            signed_up: latchkey_shared::clock::iso8601_millis(signed_up_at_millis),
+            signed_up_at_millis,
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/users.html")]
+pub struct Users {
+    pub nav: Option<Nav>,
+    pub users: Vec<UserRow>,
+    pub query: String,
+    pub desc: bool,
+    pub next: Option<String>,
+    pub error: Option<String>,
+}
+
+/// What the user page says about the user.
+pub struct UserFacts {
+    pub id: String,
+    pub email: String,
+    pub name: String,
+    pub signed_up: String,
+    pub verified: &'static str,
+    pub methods: String,
+    pub team: String,
+}
+
+impl UserFacts {
+    pub fn of(u: &Value) -> Self {
+        let row = UserRow::of(u);
+        let mut methods = Vec::new();
+        for (field, label) in [
+            ("has_password", "password"),
+            ("otp_auth_enabled", "one-time code"),
+            ("passkey_auth_enabled", "passkey"),
+            ("requires_totp_mfa", "TOTP second factor"),
+        ] {
+            if u[field] == Value::Bool(true) {
+                methods.push(label.to_owned());
+            }
+        }
+        for p in u["oauth_providers"].as_array().into_iter().flatten() {
+            methods.push(format!("OAuth {}", p["id"].as_str().unwrap_or_default()));
+        }
+        Self {
+            id: row.id,
+            email: row.email,
+            name: row.name,
+            signed_up: row.signed_up,
+            verified: if u["primary_email_verified"] == Value::Bool(true) {
+                "yes"
+            } else {
+                "no"
+            },
+            methods: if methods.is_empty() {
+                "none".into()
+            } else {
+                methods.join(", ")
+            },
+            team: u["selected_team_id"].as_str().unwrap_or("none").to_owned(),
+        }
+    }
+}
+
+/// A session row.
+pub struct SessionRow {
+    pub id: String,
+    pub created: String,
+    pub created_at: i64,
+    pub last_used: String,
+    pub last_used_at: i64,
+    pub kind: &'static str,
+}
+
+impl SessionRow {
+    pub fn of(s: &Value) -> Self {
+        let created_at = s["created_at"].as_i64().unwrap_or_default();
+        let last_used_at = s["last_used_at"].as_i64().unwrap_or_default();
+        Self {
+            id: s["id"].as_str().unwrap_or_default().to_owned(),
+            created: latchkey_shared::clock::iso8601_millis(created_at),
+            created_at,
+            last_used: latchkey_shared::clock::iso8601_millis(last_used_at),
+            last_used_at,
+            kind: if s["is_impersonation"] == Value::Bool(true) {
+                "impersonation"
+            } else {
+                "sign-in"
+            },
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/user.html")]
+pub struct User {
+    pub nav: Option<Nav>,
+    pub csrf: String,
+    pub user: UserFacts,
+    pub sessions: Vec<SessionRow>,
+    pub metadata: Vec<Field>,
+    pub notice: Option<String>,
+    pub error: Option<String>,
+}
+
+/// The three metadata documents of a user, as JSON editors.
+pub const METADATA: [&str; 3] = [
+    "client_metadata",
+    "client_read_only_metadata",
+    "server_metadata",
+];
+
+pub fn metadata_of(u: &Value) -> Vec<Field> {
+    METADATA
+        .iter()
+        .map(|name| {
+            let mut f = Field::of(name, &u[*name]);
+            f.kind = "json";
+            f.value = serde_json::to_string_pretty(&u[*name]).unwrap_or_default();
+            f.rows = f.value.lines().count().clamp(3, 16);
+            f
+        })
+        .collect()
+}
+
+/// A teams-table row, or the head of a team page.
+pub struct TeamRow {
+    pub id: String,
+    pub name: String,
+    pub created: String,
+    pub created_at_millis: i64,
+}
+
+impl TeamRow {
+    pub fn of(t: &Value) -> Self {
+        let created_at_millis = t["created_at_millis"].as_i64().unwrap_or_default();
+        Self {
+            id: t["id"].as_str().unwrap_or_default().to_owned(),
+            name: t["display_name"].as_str().unwrap_or_default().to_owned(),
+            created: latchkey_shared::clock::iso8601_millis(created_at_millis),
+            created_at_millis,
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/teams.html")]
+pub struct Teams {
+    pub nav: Option<Nav>,
+    pub teams: Vec<TeamRow>,
+}
+
+/// A member with its profile and permissions.
+pub struct MemberRow {
+    pub user_id: String,
+    pub name: String,
+    pub email: String,
+    pub permissions: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/team.html")]
+pub struct Team {
+    pub nav: Option<Nav>,
+    pub csrf: String,
+    pub team: TeamRow,
+    pub members: Vec<MemberRow>,
+    /// (recipient, expiry)
+    pub invitations: Vec<(String, String)>,
+    pub notice: Option<String>,
+    pub add_user_id: String,
+    pub add_error: Option<String>,
+}

@@ -9,7 +9,7 @@ use latchkey_shared::headers;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::access::{AnyAccess, ServerAccess};
+use crate::access::{Access, AnyAccess, ServerAccess};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{self, NoQuery, Query};
 use crate::state::AppState;
@@ -34,6 +34,16 @@ pub async fn list(
     Query(q): Query<UserQuery>,
 ) -> ApiResult<Json<Value>> {
     let user = access.resolve_user(&required_user(q)?)?;
+    let items = sessions_of(&app, &access, user).await?;
+    Ok(Json(json!({ "items": items, "is_paginated": false })))
+}
+
+/// The user's sessions as the API lists them.
+pub(crate) async fn sessions_of(
+    app: &AppState,
+    access: &Access,
+    user: uuid::Uuid,
+) -> ApiResult<Vec<Value>> {
     let request = pb::ListSessionsRequest {
         user_id: user.to_string(),
         current_session_id: access.session_id().map(|s| s.to_string()),
@@ -44,12 +54,11 @@ pub async fn list(
         .list_sessions(access.request(request))
         .await?
         .into_inner();
-    let items: Vec<Value> = list
+    Ok(list
         .items_json
         .iter()
         .filter_map(|j| serde_json::from_str(j).ok())
-        .collect();
-    Ok(Json(json!({ "items": items, "is_paginated": false })))
+        .collect())
 }
 
 #[derive(Deserialize)]
@@ -100,6 +109,12 @@ pub async fn delete(
     Query(q): Query<UserQuery>,
 ) -> ApiResult<Json<Value>> {
     access.resolve_user(&required_user(q)?)?;
+    end_session(&app, &access, id).await?;
+    Ok(Json(json!({ "success": true })))
+}
+
+/// Ends a session; this gateway refuses its tokens before answering, the others on the event.
+pub(crate) async fn end_session(app: &AppState, access: &Access, id: String) -> ApiResult<()> {
     let ended = uuid::Uuid::parse_str(&id).ok();
     let request = pb::DeleteSessionRequest {
         session_id: id,
@@ -109,9 +124,8 @@ pub async fn delete(
         .clone()
         .delete_session(access.request(request))
         .await?;
-    // This gateway refuses the session's tokens before answering; the others on the event.
     app.revocations.sessions_ended(ended);
-    Ok(Json(json!({ "success": true })))
+    Ok(())
 }
 
 fn refresh_header(request_headers: &HeaderMap) -> Option<String> {

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::auth_password::check_code;
-use crate::access::AnyAccess;
+use crate::access::{Access, AnyAccess};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{self, NoQuery, Query};
 use crate::state::AppState;
@@ -81,18 +81,27 @@ pub async fn list(
         team_id: q.team_id,
         user_id,
     };
+    let items = invitations(&app, &access, request).await?;
+    Ok(Json(json!({ "items": items, "is_paginated": false })))
+}
+
+/// Pending invitations.
+pub(crate) async fn invitations(
+    app: &AppState,
+    access: &Access,
+    request: pb::ListInvitationsRequest,
+) -> ApiResult<Vec<Value>> {
     let list = app
         .teams
         .clone()
         .list_invitations(access.request(request))
         .await?
         .into_inner();
-    let items: Vec<Value> = list
+    Ok(list
         .items_json
         .iter()
         .filter_map(|j| serde_json::from_str(j).ok())
-        .collect();
-    Ok(Json(json!({ "items": items, "is_paginated": false })))
+        .collect())
 }
 
 #[derive(Deserialize)]

@@ -71,14 +71,23 @@ pub async fn list(
         team_id: q.team_id,
         user_id,
     };
+    let items = profiles(&app, &access, request).await?;
+    Ok(Json(json!({ "items": items, "is_paginated": false })))
+}
+
+/// Member profiles, oldest membership first, as `access` may see them.
+pub(crate) async fn profiles(
+    app: &AppState,
+    access: &Access,
+    request: pb::ListProfilesRequest,
+) -> ApiResult<Vec<Value>> {
     let list = app
         .teams
         .clone()
         .list_member_profiles(access.request(request))
         .await?
         .into_inner();
-    let items: Vec<Value> = list.items_json.iter().map(|j| shaped(&access, j)).collect();
-    Ok(Json(json!({ "items": items, "is_paginated": false })))
+    Ok(list.items_json.iter().map(|j| shaped(access, j)).collect())
 }
 
 #[utoipa::path(get, path = "/api/v1/team-member-profiles/{team_id}/{user_id}", tag = "teams",

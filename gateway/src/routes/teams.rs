@@ -83,19 +83,28 @@ pub async fn list(
     Query(q): Query<UserQuery>,
 ) -> ApiResult<Json<Value>> {
     let user_id = own_filter(&access, q.user_id.as_deref())?;
+    let items = teams(&app, &access, user_id).await?;
+    Ok(Json(json!({ "items": items, "is_paginated": false })))
+}
+
+/// The project's teams (or a user's), oldest first, as `access` may see them.
+pub(crate) async fn teams(
+    app: &AppState,
+    access: &Access,
+    user_id: Option<String>,
+) -> ApiResult<Vec<Value>> {
     let list = app
         .teams
         .clone()
         .list_teams(access.request(pb::ListTeamsRequest { user_id }))
         .await?
         .into_inner();
-    let items: Vec<Value> = list
+    Ok(list
         .items_json
         .iter()
         .filter_map(|j| parse(j).ok())
-        .map(|t| team_shape(&access, t))
-        .collect();
-    Ok(Json(json!({ "items": items, "is_paginated": false })))
+        .map(|t| team_shape(access, t))
+        .collect())
 }
 
 #[derive(Deserialize)]
@@ -169,13 +178,17 @@ pub async fn get(
     _: Query<NoQuery>,
 ) -> ApiResult<Json<Value>> {
     let team_id = team_id(&access, &id)?;
+    team(&app, &access, team_id).await.map(Json)
+}
+
+pub(crate) async fn team(app: &AppState, access: &Access, team_id: String) -> ApiResult<Value> {
     let team = app
         .teams
         .clone()
         .get_team(access.request(pb::TeamRef { team_id }))
         .await?
         .into_inner();
-    Ok(Json(team_shape(&access, parse(&team.json)?)))
+    Ok(team_shape(access, parse(&team.json)?))
 }
 
 #[utoipa::path(patch, path = "/api/v1/teams/{team_id}", tag = "teams",
@@ -231,8 +244,25 @@ pub async fn add_member(
         user_id: access.resolve_user(&user)?.to_string(),
     };
     let out = json!({ "team_id": member.team_id, "user_id": member.user_id });
-    app.teams.clone().add_member(access.request(member)).await?;
+    add(&app, &access, member).await?;
     Ok((StatusCode::CREATED, Json(out)))
+}
+
+pub(crate) async fn add(app: &AppState, access: &Access, member: pb::MemberRef) -> ApiResult<()> {
+    app.teams.clone().add_member(access.request(member)).await?;
+    Ok(())
+}
+
+pub(crate) async fn remove(
+    app: &AppState,
+    access: &Access,
+    member: pb::MemberRef,
+) -> ApiResult<()> {
+    app.teams
+        .clone()
+        .remove_member(access.request(member))
+        .await?;
+    Ok(())
 }
 
 #[utoipa::path(delete, path = "/api/v1/team-memberships/{team_id}/{user_id}", tag = "teams",
@@ -258,10 +288,7 @@ pub async fn remove_member(
         team_id: team_id(&access, &team)?,
         user_id: user.to_string(),
     };
-    app.teams
-        .clone()
-        .remove_member(access.request(member))
-        .await?;
+    remove(&app, &access, member).await?;
     Ok(Json(json!({ "success": true })))
 }
 
@@ -296,18 +323,26 @@ pub async fn list_permissions(
         permission_id: q.permission_id,
         recursive: q.recursive.unwrap_or(false),
     };
+    let items = team_permissions(&app, &access, request).await?;
+    Ok(Json(json!({ "items": items, "is_paginated": false })))
+}
+
+pub(crate) async fn team_permissions(
+    app: &AppState,
+    access: &Access,
+    request: pb::ListTeamPermissionsRequest,
+) -> ApiResult<Vec<Value>> {
     let list = app
         .teams
         .clone()
         .list_team_permissions(access.request(request))
         .await?
         .into_inner();
-    let items: Vec<Value> = list
+    Ok(list
         .items_json
         .iter()
         .filter_map(|j| parse(j).ok())
-        .collect();
-    Ok(Json(json!({ "items": items, "is_paginated": false })))
+        .collect())
 }
 
 /// Permission ids: `^\$?[a-z0-9_:]+$`, and `$` ids must be system ids (50 §1).

@@ -91,7 +91,11 @@ fn me(access: &Access) -> ApiResult<String> {
     })
 }
 
-async fn get_user(app: &AppState, access: &Access, user_id: String) -> ApiResult<JsonText> {
+pub(crate) async fn get_user(
+    app: &AppState,
+    access: &Access,
+    user_id: String,
+) -> ApiResult<JsonText> {
     let user = app
         .users
         .clone()
@@ -101,7 +105,7 @@ async fn get_user(app: &AppState, access: &Access, user_id: String) -> ApiResult
     shaped(access, user.json)
 }
 
-async fn update_user(
+pub(crate) async fn update_user(
     app: &AppState,
     access: &Access,
     user_id: String,
@@ -120,7 +124,11 @@ async fn update_user(
     shaped(access, user.json)
 }
 
-async fn delete_user(app: &AppState, access: &Access, user_id: String) -> ApiResult<Json<Value>> {
+pub(crate) async fn delete_user(
+    app: &AppState,
+    access: &Access,
+    user_id: String,
+) -> ApiResult<Json<Value>> {
     let id = uuid::Uuid::parse_str(&user_id).ok();
     app.users
         .clone()
@@ -228,12 +236,7 @@ pub async fn list(
         include_anonymous: q.include_anonymous.unwrap_or(false),
         only_anonymous: q.only_anonymous.unwrap_or(false),
     };
-    let page = app
-        .users
-        .clone()
-        .list_users(access.request(request))
-        .await?
-        .into_inner();
+    let page = users_page(&app, &access, request).await?;
     // The users as auth composed them, written into the page without parsing them again.
     #[derive(Serialize)]
     struct Pagination {
@@ -261,6 +264,20 @@ pub async fn list(
     serde_json::to_string(&body)
         .map(JsonText)
         .map_err(|_| bad_document())
+}
+
+/// A page of users (server documents) as auth lists it.
+pub(crate) async fn users_page(
+    app: &AppState,
+    access: &Access,
+    request: pb::ListUsersRequest,
+) -> ApiResult<pb::UserPage> {
+    Ok(app
+        .users
+        .clone()
+        .list_users(access.request(request))
+        .await?
+        .into_inner())
 }
 
 #[utoipa::path(post, path = "/api/v1/users", tag = "users",

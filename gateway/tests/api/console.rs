@@ -362,3 +362,213 @@ both_modes!(
         assert!(statuses.contains(&429), "{statuses:?}");
     }
 );
+
+both_modes!(
+    the_console_finds_a_user_and_ends_its_sessions_edits_its_metadata_and_deletes_it,
+    |app: &TestApp| async move {
+        let address = email("console-user");
+        let user = app.sign_up(&address, "console user password").await;
+        app.sign_up(&email("someone-else"), "console user password")
+            .await;
+        let mut browser = Browser::new(app);
+        let p = app.project.clone();
+        assert_eq!(browser.sign_in(&p.id, &p.admin_key).await.status(), 303);
+
+        // Search answers from the users list of the API: this user only.
+        let (status, page) = browser
+            .get(&format!("/console/users?query={}", &address[..20]))
+            .await;
+        assert_eq!(status, 200);
+        assert!(page.contains(&user.user_id), "{page}");
+        assert_eq!(page.matches("<tr>").count(), 2, "{page}");
+        let (status, page) = browser
+            .get(&format!("/console/users/{}", user.user_id))
+            .await;
+        assert_eq!(status, 200);
+        assert!(page.contains(&address), "{page}");
+        let csrf = csrf_in(&page);
+
+        // The user's session is revoked: its refresh token stops working.
+        let sessions = ok(
+            send(app.as_(
+                "server",
+                Method::GET,
+                &format!("/api/v1/auth/sessions?user_id={}", user.user_id),
+            ))
+            .await,
+            200,
+        )
+        .await;
+        let sid = sessions["items"][0]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(page.contains(&sid), "{page}");
+        let revoke = format!("/console/users/{}/sessions/{sid}/revoke", user.user_id);
+        assert_eq!(browser.post(&revoke, &[]).await.status(), 403);
+        let res = browser.post(&revoke, &[("csrf", &csrf)]).await;
+        assert_eq!(res.status(), 200);
+        let refreshed = send(
+            app.client(Method::POST, "/api/v1/auth/sessions/current/refresh", None)
+                .header("x-service-refresh-token", &user.refresh),
+        )
+        .await;
+        assert_eq!(refreshed.status(), 401);
+
+        // Metadata: a document that is not JSON is refused next to it; a valid one is saved.
+        let metadata = format!("/console/users/{}/metadata", user.user_id);
+        let res = browser
+            .post(
+                &metadata,
+                &[
+                    ("csrf", &csrf),
+                    ("client_metadata", "{not json"),
+                    ("client_read_only_metadata", "{}"),
+                    ("server_metadata", "{}"),
+                ],
+            )
+            .await;
+        assert_eq!(res.status(), 400);
+        let page = res.text().await.unwrap_or_default();
+        assert!(page.contains("id=\"e-client_metadata\""), "{page}");
+        let res = browser
+            .post(
+                &metadata,
+                &[
+                    ("csrf", &csrf),
+                    ("client_metadata", "{\"plan\": \"pro\"}"),
+                    ("client_read_only_metadata", "{}"),
+                    ("server_metadata", "{\"note\": 1}"),
+                ],
+            )
+            .await;
+        assert_eq!(res.status(), 200);
+        let read = ok(
+            send(app.as_(
+                "server",
+                Method::GET,
+                &format!("/api/v1/users/{}", user.user_id),
+            ))
+            .await,
+            200,
+        )
+        .await;
+        assert_eq!(read["client_metadata"], json!({ "plan": "pro" }));
+        assert_eq!(read["server_metadata"], json!({ "note": 1 }));
+
+        // Deletion is confirmed on a page of its own, and needs the token.
+        let delete = format!("/console/users/{}/delete", user.user_id);
+        let (status, confirm) = browser.get(&delete).await;
+        assert_eq!(status, 200);
+        assert!(confirm.contains("cannot be undone"), "{confirm}");
+        assert_eq!(browser.post(&delete, &[]).await.status(), 403);
+        let res = browser.post(&delete, &[("csrf", &csrf)]).await;
+        assert_eq!(res.status(), 303);
+        let gone = send(app.as_(
+            "server",
+            Method::GET,
+            &format!("/api/v1/users/{}", user.user_id),
+        ))
+        .await;
+        assert_eq!(gone.status(), 404);
+    }
+);
+
+both_modes!(
+    the_console_shows_a_team_and_adds_and_removes_members,
+    |app: &TestApp| async move {
+        let owner = app
+            .sign_up(&email("team-owner"), "console team password")
+            .await;
+        let joiner_address = email("team-joiner");
+        let joiner = app.sign_up(&joiner_address, "console team password").await;
+        let team = ok(
+            send(
+                app.as_("server", Method::POST, "/api/v1/teams")
+                    .json(&json!({
+                        "display_name": "Console team", "creator_user_id": owner.user_id,
+                    })),
+            )
+            .await,
+            201,
+        )
+        .await;
+        let team_id = team["id"].as_str().unwrap_or_default().to_owned();
+        let mut browser = Browser::new(app);
+        let p = app.project.clone();
+        assert_eq!(browser.sign_in(&p.id, &p.admin_key).await.status(), 303);
+        let (status, page) = browser.get("/console/teams").await;
+        assert_eq!(status, 200);
+        assert!(page.contains("Console team"), "{page}");
+        let (status, page) = browser.get(&format!("/console/teams/{team_id}")).await;
+        assert_eq!(status, 200);
+        // The creator is a member with the creator's default permission.
+        assert!(page.contains(&owner.user_id), "{page}");
+        assert!(page.contains("team_admin"), "{page}");
+        let csrf = csrf_in(&page);
+
+        let add = format!("/console/teams/{team_id}/members");
+        assert_eq!(
+            browser
+                .post(&add, &[("user_id", &joiner.user_id)])
+                .await
+                .status(),
+            403
+        );
+        let res = browser
+            .post(&add, &[("csrf", &csrf), ("user_id", "not-an-id")])
+            .await;
+        assert_eq!(res.status(), 400);
+        assert!(res
+            .text()
+            .await
+            .unwrap_or_default()
+            .contains("id=\"add-error\""));
+        let res = browser
+            .post(&add, &[("csrf", &csrf), ("user_id", &joiner.user_id)])
+            .await;
+        assert_eq!(res.status(), 200);
+        assert!(res
+            .text()
+            .await
+            .unwrap_or_default()
+            .contains(&joiner_address));
+        // Adding twice: the API's refusal, next to the form.
+        let res = browser
+            .post(&add, &[("csrf", &csrf), ("user_id", &joiner.user_id)])
+            .await;
+        assert_eq!(res.status(), 400);
+        let members = ok(
+            send(app.as_(
+                "server",
+                Method::GET,
+                &format!("/api/v1/team-member-profiles?team_id={team_id}"),
+            ))
+            .await,
+            200,
+        )
+        .await;
+        assert_eq!(members["items"].as_array().map(Vec::len), Some(2));
+
+        let remove = format!("/console/teams/{team_id}/members/{}/remove", joiner.user_id);
+        let (status, confirm) = browser.get(&remove).await;
+        assert_eq!(status, 200);
+        assert!(confirm.contains("Remove this member?"), "{confirm}");
+        assert_eq!(browser.post(&remove, &[]).await.status(), 403);
+        assert_eq!(
+            browser.post(&remove, &[("csrf", &csrf)]).await.status(),
+            200
+        );
+        let members = ok(
+            send(app.as_(
+                "server",
+                Method::GET,
+                &format!("/api/v1/team-member-profiles?team_id={team_id}"),
+            ))
+            .await,
+            200,
+        )
+        .await;
+        assert_eq!(members["items"].as_array().map(Vec::len), Some(1));
+    }
+);
