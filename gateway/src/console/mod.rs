@@ -7,15 +7,18 @@
 //! script and style and no framing.
 
 mod pages;
+mod permissions;
 mod session;
 pub mod store;
 mod teams;
 mod users;
+mod webhooks;
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::header::{
     CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{from_fn, from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
@@ -24,6 +27,7 @@ use axum::{Extension, Form, Router};
 use latchkey_proto::auth::v1::AccessOutcome;
 use latchkey_shared::crypto::{constant_time_eq, hash_secret};
 use latchkey_shared::headers::AccessType;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -71,6 +75,24 @@ pub fn routes(state: AppState) -> Router<AppState> {
             "/console/teams/{id}/members/{user_id}/remove",
             get(teams::confirm_remove).post(teams::remove_member),
         )
+        .route("/console/permissions", get(permissions::list))
+        .route("/console/permissions/{scope}", post(permissions::define))
+        .route(
+            "/console/permissions/{scope}/{id}/delete",
+            get(permissions::confirm_delete).post(permissions::delete),
+        )
+        .route("/console/webhooks", get(webhooks::list).post(webhooks::add))
+        .route("/console/webhooks/{id}", get(webhooks::show))
+        .route("/console/webhooks/{id}/test", post(webhooks::send_test))
+        .route(
+            "/console/webhooks/{id}/rotate",
+            get(webhooks::confirm_rotate).post(webhooks::rotate),
+        )
+        .route(
+            "/console/webhooks/{id}/deliveries/{message_id}/replay",
+            post(webhooks::replay),
+        )
+        .route("/console/mail", get(webhooks::mail))
         .route("/console/assets/console.css", get(css))
         .route("/console/assets/console.js", get(js))
         .route_layer(from_fn_with_state(state.clone(), crate::limits::enforce))
@@ -110,7 +132,7 @@ async fn with_session(State(app): State<AppState>, mut request: Request, next: N
 pub(crate) struct Signed(String, Session);
 
 /// Why a console request is turned away before its handler's work.
-enum Refusal {
+pub(crate) enum Refusal {
     /// No session: to the sign-in page.
     SignedOut,
     /// A state-changing form without the session's CSRF token.
@@ -130,21 +152,66 @@ impl IntoResponse for Refusal {
     }
 }
 
-impl Current {
-    fn signed(self) -> Result<Signed, Refusal> {
-        self.0
+/// A signed-in page: the request's live session, or to the sign-in page.
+impl<S: Send + Sync> FromRequestParts<S> for Signed {
+    type Rejection = Refusal;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Refusal> {
+        parts
+            .extensions
+            .get::<Current>()
+            .and_then(|c| c.0.clone())
             .map(|(id, s)| Signed(id, s))
             .ok_or(Refusal::SignedOut)
     }
 }
 
-/// A form field of a state-changing request must carry the session's CSRF token.
-fn check_csrf(session: &Session, sent: Option<&str>) -> Result<(), Refusal> {
-    match sent {
-        Some(t) if session.csrf_matches(t) => Ok(()),
-        _ => Err(Refusal::Csrf),
+/// A form that carries a CSRF token.
+pub(crate) trait CsrfForm {
+    fn csrf(&self) -> Option<&str>;
+}
+
+impl CsrfForm for Vec<(String, String)> {
+    fn csrf(&self) -> Option<&str> {
+        self.iter()
+            .find(|(k, _)| k == "csrf")
+            .map(|(_, v)| v.as_str())
     }
 }
+
+/// A state-changing form of a signed-in page, whose CSRF token matched the session's.
+pub(crate) struct Posted<T>(Signed, T);
+
+impl<S: Send + Sync, T: DeserializeOwned + CsrfForm + Send> FromRequest<S> for Posted<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let (mut parts, body) = request.into_parts();
+        let signed = Signed::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let Form(form) = Form::<T>::from_request(Request::from_parts(parts, body), state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        match form.csrf() {
+            Some(t) if signed.1.csrf_matches(t) => Ok(Posted(signed, form)),
+            _ => Err(Refusal::Csrf.into_response()),
+        }
+    }
+}
+
+macro_rules! csrf_form {
+    ($($form:ty),*) => {$(
+        impl $crate::console::CsrfForm for $form {
+            fn csrf(&self) -> Option<&str> {
+                self.csrf.as_deref()
+            }
+        }
+    )*};
+}
+pub(crate) use csrf_form;
+
+csrf_form!(CsrfOnly, SwitchForm, CreateForm);
 
 async fn home(Extension(current): Extension<Current>) -> Response {
     match current.0 {
@@ -283,16 +350,8 @@ struct CsrfOnly {
 
 async fn sign_out(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
-    Form(form): Form<CsrfOnly>,
+    Posted(Signed(id, _), _): Posted<CsrfOnly>,
 ) -> Response {
-    let Signed(id, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
-    if let Err(r) = check_csrf(&session, form.csrf.as_deref()) {
-        return r.into_response();
-    }
     session::end(&app, &id).await;
     let mut response = redirect("/console/sign-in");
     session::set_cookie(response.headers_mut(), session::cookie(&app, None));
@@ -308,16 +367,8 @@ struct SwitchForm {
 /// Switches to another project the browser signed in to; any other id is refused.
 async fn switch(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
-    Form(form): Form<SwitchForm>,
+    Posted(Signed(id, mut session), form): Posted<SwitchForm>,
 ) -> Response {
-    let Signed(id, mut session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
-    if let Err(r) = check_csrf(&session, form.csrf.as_deref()) {
-        return r.into_response();
-    }
     let target = pages::parse_project(&form.project_id);
     if !session
         .projects
@@ -341,13 +392,9 @@ async fn switch(
 /// the setting it names.
 async fn project_page(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
+    Signed(_, session): Signed,
     axum::extract::Query(q): axum::extract::Query<SavedQuery>,
 ) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
     match internal::settings(&app, &session.access(None)).await {
         Ok(settings) => page(
             StatusCode::OK,
@@ -379,20 +426,8 @@ fn fields_of(settings: &Value) -> Vec<Field> {
 /// secrets the page cannot show are never sent back blank.
 async fn save_project(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
-    Form(form): Form<Vec<(String, String)>>,
+    Posted(Signed(_, session), form): Posted<Vec<(String, String)>>,
 ) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
-    let csrf = form
-        .iter()
-        .find(|(k, _)| k == "csrf")
-        .map(|(_, v)| v.as_str());
-    if let Err(r) = check_csrf(&session, csrf) {
-        return r.into_response();
-    }
     let access = session.access(None);
     let settings = match internal::settings(&app, &access).await {
         Ok(s) => s,
@@ -480,14 +515,7 @@ async fn save_project(
     }
 }
 
-async fn keys_page(
-    State(app): State<AppState>,
-    Extension(current): Extension<Current>,
-) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
+async fn keys_page(State(app): State<AppState>, Signed(_, session): Signed) -> Response {
     keys_view(&app, &session, StatusCode::OK, None, None).await
 }
 
@@ -524,16 +552,8 @@ struct CreateForm {
 
 async fn create_keys(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
-    Form(form): Form<CreateForm>,
+    Posted(Signed(_, session), form): Posted<CreateForm>,
 ) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
-    if let Err(r) = check_csrf(&session, form.csrf.as_deref()) {
-        return r.into_response();
-    }
     let body = internal::CreateApiKey {
         description: form.description,
         expires_at_millis: None,
@@ -565,14 +585,7 @@ async fn create_keys(
 }
 
 /// Revocation is confirmed on a page of its own, so it works without script.
-async fn confirm_revoke(
-    Extension(current): Extension<Current>,
-    Path(id): Path<String>,
-) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
+async fn confirm_revoke(Signed(_, session): Signed, Path(id): Path<String>) -> Response {
     let Ok(id) = uuid::Uuid::parse_str(&id) else {
         return redirect("/console/keys");
     };
@@ -596,17 +609,9 @@ async fn confirm_revoke(
 
 async fn revoke_key(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
     Path(id): Path<String>,
-    Form(form): Form<CsrfOnly>,
+    Posted(Signed(_, session), _): Posted<CsrfOnly>,
 ) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
-    if let Err(r) = check_csrf(&session, form.csrf.as_deref()) {
-        return r.into_response();
-    }
     let access = session.access(None);
     match internal::update_key_set(&app, &access, id, None, Some(true)).await {
         Ok(_) => redirect("/console/keys"),

@@ -374,3 +374,185 @@ pub struct Team {
     pub add_user_id: String,
     pub add_error: Option<String>,
 }
+
+/// A webhook endpoint as the pages show it.
+pub struct EndpointRow {
+    pub id: String,
+    pub url: String,
+    pub description: String,
+    pub events: String,
+    pub enabled: &'static str,
+}
+
+impl EndpointRow {
+    pub fn of(e: &Value) -> Self {
+        let events: Vec<&str> = e["event_types"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        Self {
+            id: e["id"].as_str().unwrap_or_default().to_owned(),
+            url: e["url"].as_str().unwrap_or_default().to_owned(),
+            description: e["description"].as_str().unwrap_or_default().to_owned(),
+            events: if events.is_empty() {
+                "all".into()
+            } else {
+                events.join(", ")
+            },
+            enabled: if e["enabled"] == Value::Bool(false) {
+                "no"
+            } else {
+                "yes"
+            },
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/webhooks.html")]
+pub struct Webhooks {
+    pub nav: Option<Nav>,
+    pub csrf: String,
+    pub endpoints: Vec<EndpointRow>,
+    pub secret: Option<String>,
+    pub url: String,
+    pub error: Option<String>,
+}
+
+/// A message to an endpoint, with each attempt in words.
+pub struct DeliveryRow {
+    pub message_id: String,
+    pub event_type: String,
+    pub status: String,
+    pub attempts: Vec<String>,
+}
+
+impl DeliveryRow {
+    pub fn of(m: &Value) -> Self {
+        let attempts = m["attempts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|a| {
+                let at = latchkey_shared::clock::iso8601_millis(
+                    a["at_millis"].as_i64().unwrap_or_default(),
+                );
+                let outcome = match (a["response_status"].as_i64(), a["error"].as_str()) {
+                    (Some(status), _) => format!("HTTP {status}"),
+                    (None, Some(error)) => error.to_owned(),
+                    (None, None) => "no answer".to_owned(),
+                };
+                format!(
+                    "{at}: {outcome} ({} ms)",
+                    a["duration_ms"].as_i64().unwrap_or_default()
+                )
+            })
+            .collect();
+        Self {
+            message_id: m["message_id"].as_str().unwrap_or_default().to_owned(),
+            event_type: m["event_type"].as_str().unwrap_or_default().to_owned(),
+            status: m["status"].as_str().unwrap_or_default().to_owned(),
+            attempts,
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/webhook.html")]
+pub struct Webhook {
+    pub nav: Option<Nav>,
+    pub csrf: String,
+    pub endpoint: EndpointRow,
+    pub deliveries: Vec<DeliveryRow>,
+    pub next: Option<String>,
+    pub secret: Option<String>,
+    pub notice: Option<String>,
+    pub error: Option<String>,
+}
+
+/// A sent mail.
+pub struct MailRow {
+    pub created: String,
+    pub created_at_millis: i64,
+    pub to: String,
+    pub subject: String,
+    pub template: String,
+    pub status: String,
+}
+
+impl MailRow {
+    pub fn of(m: &Value) -> Self {
+        let created_at_millis = m["created_at_millis"].as_i64().unwrap_or_default();
+        let text = |k: &str| match &m[k] {
+            Value::String(s) => s.clone(),
+            Value::Array(items) => items
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(", "),
+            _ => String::new(),
+        };
+        Self {
+            created: latchkey_shared::clock::iso8601_millis(created_at_millis),
+            created_at_millis,
+            to: text("to"),
+            subject: text("subject"),
+            template: text("template"),
+            status: text("status"),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/mail.html")]
+pub struct Mail {
+    pub nav: Option<Nav>,
+    pub mails: Vec<MailRow>,
+}
+
+/// A permission definition.
+pub struct DefinitionRow {
+    pub id: String,
+    pub description: String,
+    pub contains: String,
+    /// `$…` ids are the system's own and cannot be deleted.
+    pub system: bool,
+}
+
+impl DefinitionRow {
+    pub fn of(d: &Value) -> Self {
+        let id = d["id"].as_str().unwrap_or_default().to_owned();
+        Self {
+            system: id.starts_with('$'),
+            description: d["description"].as_str().unwrap_or_default().to_owned(),
+            contains: d["contained_permission_ids"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(", "),
+            id,
+        }
+    }
+}
+
+/// The definitions of one scope, with its form as sent.
+pub struct ScopeView {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub definitions: Vec<DefinitionRow>,
+    pub sent_id: String,
+    pub error: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "console/permissions.html")]
+pub struct Permissions {
+    pub nav: Option<Nav>,
+    pub csrf: String,
+    pub scopes: Vec<ScopeView>,
+    pub notice: Option<String>,
+}

@@ -6,22 +6,18 @@ use std::collections::BTreeMap;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Form};
+
 use latchkey_proto::teams::v1 as pb;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use super::pages::{self, page, redirect, Confirm, MemberRow, Nav, TeamRow};
 use super::session::Session;
-use super::{check_csrf, CsrfOnly, Current, Signed};
+use super::{CsrfOnly, Posted, Signed};
 use crate::routes::{team_invitations, team_member_profiles, teams as api};
 use crate::state::AppState;
 
-pub async fn list(State(app): State<AppState>, Extension(current): Extension<Current>) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
+pub async fn list(State(app): State<AppState>, Signed(_, session): Signed) -> Response {
     match api::teams(&app, &session.access(None), None).await {
         Ok(teams) => page(
             StatusCode::OK,
@@ -137,13 +133,9 @@ async fn team_page(
 
 pub async fn show(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
+    Signed(_, session): Signed,
     Path(id): Path<String>,
 ) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
     let Some(id) = team_id(&id) else {
         return redirect("/console/teams");
     };
@@ -166,17 +158,9 @@ pub struct AddForm {
 
 pub async fn add_member(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
     Path(id): Path<String>,
-    Form(form): Form<AddForm>,
+    Posted(Signed(_, session), form): Posted<AddForm>,
 ) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
-    if let Err(r) = check_csrf(&session, form.csrf.as_deref()) {
-        return r.into_response();
-    }
     let Some(id) = team_id(&id) else {
         return redirect("/console/teams");
     };
@@ -211,13 +195,9 @@ pub async fn add_member(
 }
 
 pub async fn confirm_remove(
-    Extension(current): Extension<Current>,
+    Signed(_, session): Signed,
     Path((id, user)): Path<(String, String)>,
 ) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
     let (Some(id), Some(user)) = (team_id(&id), team_id(&user)) else {
         return redirect("/console/teams");
     };
@@ -240,17 +220,9 @@ pub async fn confirm_remove(
 
 pub async fn remove_member(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
     Path((id, user)): Path<(String, String)>,
-    Form(form): Form<CsrfOnly>,
+    Posted(Signed(_, session), _): Posted<CsrfOnly>,
 ) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
-    if let Err(r) = check_csrf(&session, form.csrf.as_deref()) {
-        return r.into_response();
-    }
     let (Some(id), Some(user)) = (team_id(&id), team_id(&user)) else {
         return redirect("/console/teams");
     };
@@ -272,3 +244,5 @@ pub async fn remove_member(
     )
     .await
 }
+
+super::csrf_form!(AddForm);

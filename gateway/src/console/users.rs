@@ -5,7 +5,7 @@
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Form};
+
 use latchkey_proto::auth::v1 as pb;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::pages::{self, page, redirect, Confirm, Nav, SessionRow, UserFacts, UserRow, Users};
 use super::session::Session;
-use super::{check_csrf, CsrfOnly, Current, Signed};
+use super::{CsrfOnly, Posted, Signed};
 use crate::routes::{auth_sessions, users as api};
 use crate::state::AppState;
 
@@ -41,13 +41,9 @@ fn link(query: &str, desc: bool, cursor: &str) -> String {
 
 pub async fn list(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
+    Signed(_, session): Signed,
     Query(q): Query<ListQuery>,
 ) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
     let query = q.query.unwrap_or_default().trim().to_owned();
     let desc = q.desc.as_deref() == Some("true");
     let cursor = q.cursor.filter(|c| Uuid::parse_str(c).is_ok());
@@ -127,13 +123,9 @@ async fn user_page(
 
 pub async fn show(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
+    Signed(_, session): Signed,
     Path(id): Path<String>,
 ) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
     let Some(id) = user_id(&id) else {
         return redirect("/console/users");
     };
@@ -144,21 +136,9 @@ pub async fn show(
 /// and an error is shown under the document that caused it.
 pub async fn save_metadata(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
     Path(id): Path<String>,
-    Form(form): Form<Vec<(String, String)>>,
+    Posted(Signed(_, session), form): Posted<Vec<(String, String)>>,
 ) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
-    let csrf = form
-        .iter()
-        .find(|(k, _)| k == "csrf")
-        .map(|(_, v)| v.as_str());
-    if let Err(r) = check_csrf(&session, csrf) {
-        return r.into_response();
-    }
     let Some(id) = user_id(&id) else {
         return redirect("/console/users");
     };
@@ -220,17 +200,9 @@ pub async fn save_metadata(
 
 pub async fn revoke_session(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
     Path((id, session_id)): Path<(String, String)>,
-    Form(form): Form<CsrfOnly>,
+    Posted(Signed(_, session), _): Posted<CsrfOnly>,
 ) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
-    if let Err(r) = check_csrf(&session, form.csrf.as_deref()) {
-        return r.into_response();
-    }
     let Some(id) = user_id(&id) else {
         return redirect("/console/users");
     };
@@ -256,17 +228,9 @@ pub async fn revoke_session(
 
 pub async fn revoke_all_sessions(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
     Path(id): Path<String>,
-    Form(form): Form<CsrfOnly>,
+    Posted(Signed(_, session), _): Posted<CsrfOnly>,
 ) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
-    if let Err(r) = check_csrf(&session, form.csrf.as_deref()) {
-        return r.into_response();
-    }
     let Some(id) = user_id(&id) else {
         return redirect("/console/users");
     };
@@ -289,14 +253,7 @@ pub async fn revoke_all_sessions(
     user_page(&app, &session, &id, StatusCode::OK, message, None).await
 }
 
-pub async fn confirm_delete(
-    Extension(current): Extension<Current>,
-    Path(id): Path<String>,
-) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
+pub async fn confirm_delete(Signed(_, session): Signed, Path(id): Path<String>) -> Response {
     let Some(id) = user_id(&id) else {
         return redirect("/console/users");
     };
@@ -319,17 +276,9 @@ pub async fn confirm_delete(
 
 pub async fn delete(
     State(app): State<AppState>,
-    Extension(current): Extension<Current>,
     Path(id): Path<String>,
-    Form(form): Form<CsrfOnly>,
+    Posted(Signed(_, session), _): Posted<CsrfOnly>,
 ) -> Response {
-    let Signed(_, session) = match current.signed() {
-        Ok(s) => s,
-        Err(r) => return r.into_response(),
-    };
-    if let Err(r) = check_csrf(&session, form.csrf.as_deref()) {
-        return r.into_response();
-    }
     let Some(id) = user_id(&id) else {
         return redirect("/console/users");
     };

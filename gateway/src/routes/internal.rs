@@ -230,13 +230,19 @@ pub async fn list_emails(
     AdminAccess(access): AdminAccess,
     _: Query<NoQuery>,
 ) -> ApiResult<Json<Value>> {
+    let items = emails(&app, &access).await?;
+    Ok(Json(json!({ "items": items, "is_paginated": false })))
+}
+
+/// Mail sent for the project, newest first.
+pub async fn emails(app: &AppState, access: &Access) -> ApiResult<Vec<Value>> {
     let list = app
         .contacts
         .clone()
         .list_emails(access.request(latchkey_proto::contacts::v1::Empty {}))
         .await?
         .into_inner();
-    let items: Vec<Value> = list
+    Ok(list
         .items
         .into_iter()
         .map(|e| {
@@ -250,6 +256,5 @@ pub async fn list_emails(
             }
             item
         })
-        .collect();
-    Ok(Json(json!({ "items": items, "is_paginated": false })))
+        .collect())
 }

@@ -31,6 +31,14 @@ use crate::state::AppState;
 
 /// A JSON document a service composed, answered as it is instead of being parsed and written
 /// again on the way through.
+/// Documents a service answered as JSON text, parsed; unreadable ones are left out.
+pub fn parsed(items: &[String]) -> Vec<serde_json::Value> {
+    items
+        .iter()
+        .filter_map(|j| serde_json::from_str(j).ok())
+        .collect()
+}
+
 pub struct JsonText(pub String);
 
 impl axum::response::IntoResponse for JsonText {

@@ -9,7 +9,7 @@ use latchkey_shared::headers::AccessType;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::access::{AdminAccess, AnyAccess, ServerAccess};
+use crate::access::{Access, AdminAccess, AnyAccess, ServerAccess};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonValue, NoQuery, Query};
 use crate::state::AppState;
@@ -130,16 +130,26 @@ pub async fn list_definitions(
     uri: axum::http::Uri,
     _: Query<NoQuery>,
 ) -> ApiResult<Json<Value>> {
+    let list = definitions(&app, &access, scope_of(uri.path())).await?;
+    Ok(Json(json!({ "items": list, "is_paginated": false })))
+}
+
+/// The definitions of `scope` (`team` or `project`), sorted by id.
+pub(crate) async fn definitions(
+    app: &AppState,
+    access: &Access,
+    scope: &str,
+) -> ApiResult<Vec<Value>> {
     let request = pb::DefinitionScope {
-        scope: scope_of(uri.path()).into(),
+        scope: scope.into(),
     };
-    Ok(items(
-        app.teams
-            .clone()
-            .list_definitions(access.request(request))
-            .await?
-            .into_inner(),
-    ))
+    let list = app
+        .teams
+        .clone()
+        .list_definitions(access.request(request))
+        .await?
+        .into_inner();
+    Ok(super::parsed(&list.items_json))
 }
 
 #[utoipa::path(post, path = "/api/v1/team-permission-definitions", tag = "permissions",
@@ -152,8 +162,18 @@ pub async fn create_definition(
     _: Query<NoQuery>,
     JsonValue(body): JsonValue,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
+    let def = create_def(&app, &access, scope_of(uri.path()), &body).await?;
+    Ok((StatusCode::CREATED, Json(def)))
+}
+
+pub(crate) async fn create_def(
+    app: &AppState,
+    access: &Access,
+    scope: &str,
+    body: &Value,
+) -> ApiResult<Value> {
     let request = pb::DefinitionWrite {
-        scope: scope_of(uri.path()).into(),
+        scope: scope.into(),
         permission_id: String::new(),
         body_json: body.to_string(),
     };
@@ -163,7 +183,7 @@ pub async fn create_definition(
         .create_definition(access.request(request))
         .await?
         .into_inner();
-    Ok((StatusCode::CREATED, Json(parse(&def.json)?)))
+    parse(&def.json)
 }
 
 #[utoipa::path(patch, path = "/api/v1/team-permission-definitions/{permission_id}", tag = "permissions",
@@ -200,8 +220,18 @@ pub async fn delete_definition(
     uri: axum::http::Uri,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
+    delete_def(&app, &access, scope_of(uri.path()), id).await?;
+    Ok(Json(json!({ "success": true })))
+}
+
+pub(crate) async fn delete_def(
+    app: &AppState,
+    access: &Access,
+    scope: &str,
+    id: String,
+) -> ApiResult<()> {
     let request = pb::DefinitionWrite {
-        scope: scope_of(uri.path()).into(),
+        scope: scope.into(),
         permission_id: id,
         body_json: String::new(),
     };
@@ -209,7 +239,7 @@ pub async fn delete_definition(
         .clone()
         .delete_definition(access.request(request))
         .await?;
-    Ok(Json(json!({ "success": true })))
+    Ok(())
 }
 
 /// The project-scope definition routes share the handlers above; these annotations only put

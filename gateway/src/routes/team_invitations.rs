@@ -97,11 +97,7 @@ pub(crate) async fn invitations(
         .list_invitations(access.request(request))
         .await?
         .into_inner();
-    Ok(list
-        .items_json
-        .iter()
-        .filter_map(|j| serde_json::from_str(j).ok())
-        .collect())
+    Ok(super::parsed(&list.items_json))
 }
 
 #[derive(Deserialize)]

@@ -7,7 +7,7 @@ use latchkey_proto::webhooks::v1 as pb;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::access::AdminAccess;
+use crate::access::{Access, AdminAccess};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{self, NoQuery, Query};
 use crate::state::AppState;
@@ -40,18 +40,18 @@ pub async fn list(
     AdminAccess(access): AdminAccess,
     _: Query<NoQuery>,
 ) -> ApiResult<Json<Value>> {
+    let items = endpoints(&app, &access).await?;
+    Ok(Json(json!({ "items": items, "is_paginated": false })))
+}
+
+pub(crate) async fn endpoints(app: &AppState, access: &Access) -> ApiResult<Vec<Value>> {
     let list = app
         .webhooks
         .clone()
         .list_endpoints(access.request(pb::Empty {}))
         .await?
         .into_inner();
-    let items = list
-        .items_json
-        .iter()
-        .map(|t| parse(t))
-        .collect::<ApiResult<Vec<_>>>()?;
-    Ok(Json(json!({ "items": items, "is_paginated": false })))
+    list.items_json.iter().map(|t| parse(t)).collect()
 }
 
 #[utoipa::path(post, path = "/api/v1/webhook-endpoints", tag = "webhooks",
@@ -64,6 +64,16 @@ pub async fn create(
     _: Query<NoQuery>,
     extract::Json(body): extract::Json<Value>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
+    let created = create_endpoint(&app, &access, &body).await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+/// A new endpoint, with its `whsec_` secret shown this once.
+pub(crate) async fn create_endpoint(
+    app: &AppState,
+    access: &Access,
+    body: &Value,
+) -> ApiResult<Value> {
     let request = pb::EndpointWrite {
         endpoint_id: String::new(),
         body_json: body.to_string(),
@@ -74,7 +84,7 @@ pub async fn create(
         .create_endpoint(access.request(request))
         .await?
         .into_inner();
-    Ok((StatusCode::CREATED, Json(parse(&created.json)?)))
+    parse(&created.json)
 }
 
 #[utoipa::path(patch, path = "/api/v1/webhook-endpoints/{id}", tag = "webhooks",
@@ -126,13 +136,17 @@ pub async fn rotate(
     Path(id): Path<String>,
     _: Query<NoQuery>,
 ) -> ApiResult<Json<Value>> {
+    rotate_secret(&app, &access, id).await.map(Json)
+}
+
+pub(crate) async fn rotate_secret(app: &AppState, access: &Access, id: String) -> ApiResult<Value> {
     let rotated = app
         .webhooks
         .clone()
         .rotate_secret(access.request(endpoint_ref(id)))
         .await?
         .into_inner();
-    Ok(Json(parse(&rotated.json)?))
+    parse(&rotated.json)
 }
 
 #[utoipa::path(post, path = "/api/v1/webhook-endpoints/{id}/test", tag = "webhooks",
@@ -144,13 +158,17 @@ pub async fn test(
     Path(id): Path<String>,
     _: Query<NoQuery>,
 ) -> ApiResult<Json<Value>> {
+    send_test(&app, &access, id).await.map(Json)
+}
+
+pub(crate) async fn send_test(app: &AppState, access: &Access, id: String) -> ApiResult<Value> {
     let sent = app
         .webhooks
         .clone()
         .send_test(access.request(endpoint_ref(id)))
         .await?
         .into_inner();
-    Ok(Json(parse(&sent.json)?))
+    parse(&sent.json)
 }
 
 #[derive(Deserialize)]
@@ -176,13 +194,21 @@ pub async fn deliveries(
         limit: q.limit,
         cursor: q.cursor,
     };
-    let found = app
+    let found = delivery_page(&app, &access, request).await?;
+    page(&found.items_json, found.next_cursor)
+}
+
+pub(crate) async fn delivery_page(
+    app: &AppState,
+    access: &Access,
+    request: pb::ListDeliveriesRequest,
+) -> ApiResult<pb::DeliveryPage> {
+    Ok(app
         .webhooks
         .clone()
         .list_deliveries(access.request(request))
         .await?
-        .into_inner();
-    page(&found.items_json, found.next_cursor)
+        .into_inner())
 }
 
 #[utoipa::path(post, path = "/api/v1/webhook-endpoints/{id}/deliveries/{message_id}/replay", tag = "webhooks",
@@ -194,10 +220,21 @@ pub async fn replay(
     Path((id, message_id)): Path<(String, String)>,
     _: Query<NoQuery>,
 ) -> ApiResult<Json<Value>> {
+    replay_message(&app, &access, id, message_id).await?;
+    Ok(Json(json!({ "success": true })))
+}
+
+/// Delivers a message again under the same `webhook-id`.
+pub(crate) async fn replay_message(
+    app: &AppState,
+    access: &Access,
+    endpoint_id: String,
+    message_id: String,
+) -> ApiResult<()> {
     let request = pb::ReplayRequest {
-        endpoint_id: id,
+        endpoint_id,
         message_id,
     };
     app.webhooks.clone().replay(access.request(request)).await?;
-    Ok(Json(json!({ "success": true })))
+    Ok(())
 }

@@ -572,3 +572,180 @@ both_modes!(
         assert_eq!(members["items"].as_array().map(Vec::len), Some(1));
     }
 );
+
+both_modes!(
+    the_console_shows_webhook_deliveries_replays_and_rotates_and_lists_mail,
+    |app: &TestApp| async move {
+        let mut browser = Browser::new(app);
+        let p = app.project.clone();
+        assert_eq!(browser.sign_in(&p.id, &p.admin_key).await.status(), 303);
+        let (_, page) = browser.get("/console/webhooks").await;
+        let csrf = csrf_in(&page);
+        let add = [
+            ("csrf", csrf.as_str()),
+            ("url", "http://127.0.0.1:9/console-hook"),
+            ("description", "from the console"),
+        ];
+        let res = browser.post("/console/webhooks", &add).await;
+        assert_eq!(res.status(), 201);
+        assert!(res.text().await.unwrap_or_default().contains("whsec_"));
+        let listed = ok(
+            send(app.as_("admin", Method::GET, "/api/v1/webhook-endpoints")).await,
+            200,
+        )
+        .await;
+        let id = listed["items"][0]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let base = format!("/console/webhooks/{id}");
+
+        assert_eq!(
+            browser.post(&format!("{base}/test"), &[]).await.status(),
+            403
+        );
+        let res = browser
+            .post(&format!("{base}/test"), &[("csrf", &csrf)])
+            .await;
+        assert_eq!(res.status(), 200);
+        // The delivery log shows the message with its first (failed: nothing listens) attempt.
+        let started = std::time::Instant::now();
+        let message_id = loop {
+            let (_, page) = browser.get(&base).await;
+            if page.contains("service.test") && page.contains("<li>") {
+                let marker = "/deliveries/";
+                let at = page.find(marker).map(|i| i + marker.len()).unwrap_or(0);
+                break page[at..]
+                    .chars()
+                    .take_while(|c| *c != '/')
+                    .collect::<String>();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "no attempt shown: {page}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        let replay = format!("{base}/deliveries/{message_id}/replay");
+        assert_eq!(browser.post(&replay, &[]).await.status(), 403);
+        let res = browser.post(&replay, &[("csrf", &csrf)]).await;
+        assert_eq!(res.status(), 200);
+        assert!(res
+            .text()
+            .await
+            .unwrap_or_default()
+            .contains("delivered again"));
+
+        let (status, confirm) = browser.get(&format!("{base}/rotate")).await;
+        assert_eq!(status, 200);
+        assert!(confirm.contains("24 hours"), "{confirm}");
+        let res = browser
+            .post(&format!("{base}/rotate"), &[("csrf", &csrf)])
+            .await;
+        assert_eq!(res.status(), 200);
+        assert!(res.text().await.unwrap_or_default().contains("whsec_"));
+
+        // Mail the project sent is listed.
+        app.settings(json!({ "allow_localhost": true })).await;
+        let address = email("console-mail");
+        app.sign_up(&address, "console mail password").await;
+        ok(
+            send(
+                app.client(Method::POST, "/api/v1/auth/password/send-reset-code", None)
+                    .json(&json!({ "email": address, "callback_url": "http://localhost/reset" })),
+            )
+            .await,
+            200,
+        )
+        .await;
+        let started = std::time::Instant::now();
+        loop {
+            let (status, page) = browser.get("/console/mail").await;
+            assert_eq!(status, 200);
+            if page.contains(&address) {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "no mail listed: {page}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+);
+
+both_modes!(
+    the_console_defines_and_deletes_permissions,
+    |app: &TestApp| async move {
+        let mut browser = Browser::new(app);
+        let p = app.project.clone();
+        assert_eq!(browser.sign_in(&p.id, &p.admin_key).await.status(), 303);
+        let (status, page) = browser.get("/console/permissions").await;
+        assert_eq!(status, 200);
+        // The system's own team permissions are listed, with what team_admin contains.
+        assert!(page.contains("$read_members"), "{page}");
+        assert!(page.contains("team_admin"), "{page}");
+        let csrf = csrf_in(&page);
+        let define = [
+            ("csrf", csrf.as_str()),
+            ("id", "console_edit"),
+            ("description", "edits from the console"),
+            ("contains", "$read_members, $update_team"),
+        ];
+        assert_eq!(
+            browser
+                .post("/console/permissions/team", &define[1..])
+                .await
+                .status(),
+            403
+        );
+        assert_eq!(
+            browser
+                .post("/console/permissions/team", &define)
+                .await
+                .status(),
+            201
+        );
+        let listed = ok(
+            send(app.as_("admin", Method::GET, "/api/v1/team-permission-definitions")).await,
+            200,
+        )
+        .await;
+        let made = listed["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|d| d["id"] == "console_edit")
+            .cloned()
+            .unwrap_or_else(|| panic!("{listed}"));
+        assert_eq!(
+            made["contained_permission_ids"],
+            json!(["$read_members", "$update_team"])
+        );
+        // The API's refusal is shown beside the form of its scope.
+        let bad = [
+            ("csrf", csrf.as_str()),
+            ("id", "Not Valid"),
+            ("contains", ""),
+        ];
+        let res = browser.post("/console/permissions/project", &bad).await;
+        assert_eq!(res.status(), 400);
+        assert!(res
+            .text()
+            .await
+            .unwrap_or_default()
+            .contains("id=\"e-project\""));
+
+        let delete = "/console/permissions/team/console_edit/delete";
+        let (status, confirm) = browser.get(delete).await;
+        assert_eq!(status, 200);
+        assert!(confirm.contains("cannot be undone"), "{confirm}");
+        assert_eq!(browser.post(delete, &[("csrf", &csrf)]).await.status(), 200);
+        let listed = ok(
+            send(app.as_("admin", Method::GET, "/api/v1/team-permission-definitions")).await,
+            200,
+        )
+        .await;
+        assert!(!listed.to_string().contains("console_edit"), "{listed}");
+    }
+);

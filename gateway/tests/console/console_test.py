@@ -212,9 +212,31 @@ class ConsoleInChromium(unittest.TestCase):
         _, members = self.api.call("GET", f"/api/v1/team-member-profiles?team_id={team['id']}", "server")
         self.assertEqual(len(members["items"]), 2)
 
+        # A webhook endpoint: a test event is delivered (nothing listens, so the attempt fails
+        # and is logged), then replayed from the delivery log.
+        d.get(self.console + "/console/webhooks")
+        self.find("#url").send_keys("http://127.0.0.1:9/browser-hook")
+        self.submit("form[action='/console/webhooks']")
+        self.assertIn("whsec_", self.find("section.created").text)
+        d.find_element(By.LINK_TEXT, "http://127.0.0.1:9/browser-hook").click()
+        self.submit("form[action$='/test']")
+        self.find("p.notice")
+        # Reloading the answer of the form would send the test event again; load the page.
+        endpoint_page = d.current_url.rsplit("/test", 1)[0]
+        deadline = time.time() + 20
+        while not d.find_elements(By.CSS_SELECTOR, "ol.attempts li"):
+            self.assertLess(time.time(), deadline, "no delivery attempt shown")
+            time.sleep(0.3)
+            d.get(endpoint_page)
+        self.assertEqual(len(d.find_elements(By.CSS_SELECTOR, "form[action$='/replay']")), 1)
+        self.shot("webhook")
+        self.submit("form[action$='/replay']")
+        self.assertIn("delivered again", self.find("p.notice").text)
+
         # Readable at 360 px: nothing wider than the window but the tables, which scroll.
         d.set_window_size(360, 800)
-        for path in ["/console/project", "/console/keys", "/console/users", "/console/teams"]:
+        for path in ["/console/project", "/console/keys", "/console/users", "/console/teams",
+                     "/console/webhooks", "/console/mail"]:
             d.get(self.console + path)
             self.find("main")
             width = d.execute_script("return document.documentElement.scrollWidth")
