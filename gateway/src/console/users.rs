@@ -83,6 +83,16 @@ pub async fn list(
     )
 }
 
+/// The user's live sessions; none when they cannot be read (the page shows what it can).
+async fn live_sessions(app: &AppState, access: &crate::access::Access, id: &str) -> Vec<Value> {
+    match Uuid::parse_str(id) {
+        Ok(uid) => auth_sessions::sessions_of(app, access, uid)
+            .await
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
+    }
+}
+
 fn user_id(text: &str) -> Option<String> {
     Uuid::parse_str(text).ok().map(|u| u.to_string())
 }
@@ -101,12 +111,7 @@ async fn user_page(
         Ok(text) => serde_json::from_str::<Value>(&text.0).unwrap_or_default(),
         Err(e) => return e.into_response(),
     };
-    let sessions = match Uuid::parse_str(id) {
-        Ok(uid) => auth_sessions::sessions_of(app, &access, uid)
-            .await
-            .unwrap_or_default(),
-        Err(_) => Vec::new(),
-    };
+    let sessions = live_sessions(app, &access, id).await;
     page(
         status,
         &pages::User {
@@ -208,10 +213,7 @@ pub async fn revoke_session(
     };
     // Only a session of this user: the page lists those, and nothing else may be ended here.
     let access = session.access(None);
-    let uid = Uuid::parse_str(&id).unwrap_or_default();
-    let sessions = auth_sessions::sessions_of(&app, &access, uid)
-        .await
-        .unwrap_or_default();
+    let sessions = live_sessions(&app, &access, &id).await;
     if !sessions
         .iter()
         .any(|s| s["id"] == Value::String(session_id.clone()))
@@ -235,10 +237,7 @@ pub async fn revoke_all_sessions(
         return redirect("/console/users");
     };
     let access = session.access(None);
-    let uid = Uuid::parse_str(&id).unwrap_or_default();
-    let sessions = auth_sessions::sessions_of(&app, &access, uid)
-        .await
-        .unwrap_or_default();
+    let sessions = live_sessions(&app, &access, &id).await;
     let mut failed = None;
     for s in sessions {
         let sid = s["id"].as_str().unwrap_or_default().to_owned();
