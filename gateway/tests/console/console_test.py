@@ -223,8 +223,7 @@ class ConsoleInChromium(unittest.TestCase):
         self.find("p.notice")
         # Reloading the answer of the form would send the test event again; load the page.
         endpoint_page = d.current_url.rsplit("/test", 1)[0]
-        # Events from before the endpoint existed may still be arriving (the seeding's), so
-        # the test event's own row is the one to look at.
+        # The test event's own row is the one to look at: another test's events may share it.
         test_row = "//tr[td[2][normalize-space()='service.test']]"
         deadline = time.time() + 20
         while not d.find_elements(By.XPATH, test_row + "//ol[@class='attempts']/li"):

@@ -29,6 +29,9 @@ impl Handler for Fanout {
             .endpoints(event.project_id)
             .await?
             .into_iter()
+            // An endpoint hears of changes made after it was created, not of a backlog that was
+            // still on its way when it was added; a redelivered event still picks the same set.
+            .filter(|e| e.created_at_millis <= event.created_at_millis)
             .filter(|e| e.wants(&event.event_type))
             .map(|e| e.id)
             .collect();
@@ -47,5 +50,60 @@ impl Handler for Fanout {
             .await?;
         self.wake.notify_one();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use latchkey_shared::db::Database;
+    use latchkey_shared::sealed::SecretsKey;
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::store::Endpoint;
+
+    #[tokio::test]
+    async fn endpoints_receive_only_events_from_after_their_creation() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("sqlite://{}", dir.path().join("w.db").display());
+        let db = Database::connect_and_migrate(&url, crate::MIGRATIONS)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let store = Store::new(db, SecretsKey::generate());
+        let project = Uuid::now_v7();
+        let endpoint = Endpoint {
+            project_id: project,
+            id: Uuid::now_v7(),
+            url: "http://127.0.0.1:9/hook".into(),
+            description: String::new(),
+            event_types: None,
+            enabled: true,
+            secret: "whsec_test".into(),
+            previous_secret: None,
+            previous_secret_expires_at_millis: None,
+            created_at_millis: 1_000,
+        };
+        store
+            .insert_endpoint(&endpoint)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let fanout = Fanout {
+            store: store.clone(),
+            clock: latchkey_shared::clock::system(),
+            wake: Arc::new(Notify::new()),
+        };
+        let before = Event::new("user.created", project, 999, json!({ "id": "a" }));
+        let after = Event::new("user.created", project, 1_000, json!({ "id": "b" }));
+        for event in [&before, &after] {
+            fanout.handle(event).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        let delivered: Vec<_> = store
+            .deliveries(project, endpoint.id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_iter()
+            .map(|(d, _)| d.message_id)
+            .collect();
+        assert_eq!(delivered, vec![message_id(&after)]);
     }
 }
