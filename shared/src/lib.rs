@@ -27,6 +27,8 @@ pub mod limits;
 pub mod metrics;
 /// Password hashing (argon2id, bcrypt import) off the async runtime.
 pub mod password;
+/// OAuth provider types.
+pub mod providers;
 /// Rows remembered by the only writer of a database, forgotten by its writes.
 pub mod remembered;
 /// Sealing of stored secrets that must be read back (AES-256-GCM).

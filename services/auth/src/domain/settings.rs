@@ -9,22 +9,7 @@ use serde_json::{json, Map, Value};
 /// Rate-limit buckets of 70 §7.1 and their defaults: (name, limit, window seconds).
 pub use latchkey_shared::limits::BUCKETS as RATE_LIMIT_BUCKETS;
 
-/// OAuth provider types with built-in endpoints, plus the generic ones of 80 §9.
-const PROVIDER_TYPES: [&str; 13] = [
-    "google",
-    "github",
-    "microsoft",
-    "spotify",
-    "facebook",
-    "discord",
-    "gitlab",
-    "bitbucket",
-    "linkedin",
-    "apple",
-    "x",
-    "oidc",
-    "oauth2",
-];
+use latchkey_shared::providers::PROVIDER_TYPES;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -210,6 +195,9 @@ impl Settings {
                 "oauth_providers" => {
                     doc.insert(key.clone(), self.keep_provider_secrets(value)?);
                 }
+                "email" => {
+                    doc.insert(key.clone(), self.keep_smtp_password(value)?);
+                }
                 _ if doc.contains_key(key) => {
                     doc.insert(key.clone(), value.clone());
                 }
@@ -222,11 +210,22 @@ impl Settings {
         Ok((settings, display_name))
     }
 
+    /// What the admin view shows can be sent back as it is: its `client_secret_set` markers
+    /// are read, not stored, and `client_secret_set: false` removes a stored secret.
     fn keep_provider_secrets(&self, value: &Value) -> Result<Value, Invalid> {
-        let mut providers: Vec<OAuthProvider> = serde_json::from_value(value.clone())
-            .map_err(|e| Invalid(format!("oauth_providers: {e}")))?;
+        let mut value = value.clone();
+        let mut removed = std::collections::HashSet::new();
+        if let Value::Array(items) = &mut value {
+            for item in items.iter_mut().filter_map(Value::as_object_mut) {
+                if item.remove("client_secret_set") == Some(Value::Bool(false)) {
+                    removed.extend(item.get("id").and_then(Value::as_str).map(str::to_owned));
+                }
+            }
+        }
+        let mut providers: Vec<OAuthProvider> =
+            serde_json::from_value(value).map_err(|e| Invalid(format!("oauth_providers: {e}")))?;
         for p in &mut providers {
-            if p.client_secret.is_none() {
+            if p.client_secret.is_none() && !removed.contains(&p.id) {
                 p.client_secret = self
                     .oauth_providers
                     .iter()
@@ -235,6 +234,41 @@ impl Settings {
             }
         }
         serde_json::to_value(providers).map_err(|e| Invalid(e.to_string()))
+    }
+
+    /// As for providers: the admin view's `smtp_url` has its password taken out, so a URL sent
+    /// back without one keeps the stored password while it names the same account on the same
+    /// server; `smtp_password_set: false` removes it.
+    fn keep_smtp_password(&self, value: &Value) -> Result<Value, Invalid> {
+        let mut value = value.clone();
+        let Value::Object(email) = &mut value else {
+            return Ok(value);
+        };
+        let keep = email.remove("smtp_password_set") != Some(Value::Bool(false));
+        let stored = self
+            .email
+            .as_ref()
+            .and_then(|e| url::Url::parse(&e.smtp_url).ok());
+        let sent = email
+            .get("smtp_url")
+            .and_then(Value::as_str)
+            .and_then(|u| url::Url::parse(u).ok());
+        if let (true, Some(stored), Some(mut sent)) = (keep, stored, sent) {
+            let same_account = sent.password().is_none()
+                && (sent.scheme(), sent.host_str(), sent.port(), sent.username())
+                    == (
+                        stored.scheme(),
+                        stored.host_str(),
+                        stored.port(),
+                        stored.username(),
+                    );
+            if let (true, Some(password)) = (same_account, stored.password()) {
+                sent.set_password(Some(password))
+                    .map_err(|()| Invalid("email.smtp_url cannot carry a password".into()))?;
+                email.insert("smtp_url".into(), Value::String(sent.to_string()));
+            }
+        }
+        Ok(value)
     }
 
     pub fn validate(&self) -> Result<(), Invalid> {
@@ -516,5 +550,62 @@ mod tests {
             s.public_config()["enabled_oauth_providers"],
             json!([{"id": "corp"}])
         );
+    }
+
+    #[test]
+    fn every_provider_type_the_auth_service_knows_is_accepted() {
+        for t in PROVIDER_TYPES {
+            let provider = json!({"id": "p", "type": t, "client_id": "c", "client_secret": "s",
+                "issuer": "https://id.example.com", "authorization_endpoint": "https://id.example.com/a",
+                "token_endpoint": "https://id.example.com/t", "userinfo_endpoint": "https://id.example.com/u"});
+            let patched = Settings::default().patch(&json!({"oauth_providers": [provider]}));
+            assert!(patched.is_ok(), "{t}: {patched:?}");
+        }
+    }
+
+    #[test]
+    fn the_admin_view_round_trips_without_losing_secrets() {
+        let s = Settings::default();
+        let provider = json!({"id": "corp", "type": "oidc", "client_id": "c", "client_secret": "s3cret", "issuer": "https://id.example.com"});
+        let email =
+            json!({"smtp_url": "smtps://mailer:pw@mail.example.com:465", "from": "a@example.com"});
+        let (s, _) = s
+            .patch(&json!({"oauth_providers": [provider], "email": email}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let view = s.admin_view(uuid::Uuid::nil(), "P");
+        assert_eq!(view["email"]["smtp_password_set"], true);
+        assert!(!view.to_string().contains("pw@"));
+        let mut edited = view["email"].clone();
+        edited["from"] = json!("b@example.com");
+        let (s, _) = s
+            .patch(&json!({"oauth_providers": view["oauth_providers"], "email": edited}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            s.oauth_providers[0].client_secret.as_deref(),
+            Some("s3cret")
+        );
+        let stored = s.email.clone().unwrap_or_else(|| panic!("email"));
+        assert_eq!(stored.smtp_url, "smtps://mailer:pw@mail.example.com:465");
+        assert_eq!(stored.from, "b@example.com");
+        // Another server does not inherit the password; false markers remove secrets.
+        let (moved, _) = s
+            .patch(&json!({"email": {"smtp_url": "smtps://mailer@other.example.com:465", "from": "b@example.com"}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            moved.email.map(|e| e.smtp_url).as_deref(),
+            Some("smtps://mailer@other.example.com:465")
+        );
+        let mut cleared = s.admin_view(uuid::Uuid::nil(), "P")["email"].clone();
+        cleared["smtp_password_set"] = json!(false);
+        let (cleared, _) = s
+            .patch(&json!({"email": cleared}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            cleared.email.map(|e| e.smtp_url).as_deref(),
+            Some("smtps://mailer@mail.example.com:465")
+        );
+        let mut shared = view["oauth_providers"][0].clone();
+        shared["client_secret_set"] = json!(false);
+        assert!(s.patch(&json!({"oauth_providers": [shared]})).is_err());
     }
 }
