@@ -26,6 +26,7 @@ use crate::routes::{
         internal::create_api_key,
         internal::update_api_key,
         internal::list_emails,
+        internal::send_test_email,
         internal::rotate_signing_keys,
         auth_password::sign_up,
         auth_password::sign_in,

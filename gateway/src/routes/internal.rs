@@ -258,3 +258,35 @@ pub async fn emails(app: &AppState, access: &Access) -> ApiResult<Vec<Value>> {
         })
         .collect())
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestEmail {
+    pub recipient_email: String,
+}
+
+#[utoipa::path(post, path = "/api/v1/internal/send-test-email", tag = "admin",
+    request_body(content = Object, description = "recipient_email"),
+    responses((status = 200, description = "{success, error_message}: the mail server's answer to a test message sent with the project's mail settings; the message is in the mail log either way")))]
+pub async fn send_test_email(
+    State(app): State<AppState>,
+    AdminAccess(access): AdminAccess,
+    _: Query<NoQuery>,
+    extract::Json(body): extract::Json<TestEmail>,
+) -> ApiResult<Json<Value>> {
+    test_email(&app, &access, body.recipient_email)
+        .await
+        .map(Json)
+}
+
+/// Sends a test message and waits for the mail server's answer.
+pub async fn test_email(app: &AppState, access: &Access, to: String) -> ApiResult<Value> {
+    let request = latchkey_proto::contacts::v1::SendTestEmailRequest { to };
+    let result = app
+        .contacts
+        .clone()
+        .send_test_email(access.request(request))
+        .await?
+        .into_inner();
+    Ok(json!({ "success": result.success, "error_message": result.error_message }))
+}

@@ -80,6 +80,10 @@ pub fn api(state: AppState) -> Router<AppState> {
         )
         .route("/api/v1/internal/emails", get(internal::list_emails))
         .route(
+            "/api/v1/internal/send-test-email",
+            post(internal::send_test_email),
+        )
+        .route(
             "/api/v1/internal/signing-keys/rotate",
             post(internal::rotate_signing_keys),
         )

@@ -116,6 +116,21 @@ both_modes!(admin_settings, |app: &TestApp| async move {
     assert_eq!(body["email"]["smtp_password_set"], true);
     assert_eq!(body["rate_limits"]["client_general"], json!(null));
     assert_eq!(body["display_name"], "Renamed");
+    // The view can be sent back as it is: its markers are read and the secrets kept.
+    let mut email = body["email"].clone();
+    email["from"] = json!("noreply@example.com");
+    let resend = json!({"oauth_providers": body["oauth_providers"], "email": email});
+    let res = app
+        .as_("admin", Method::PATCH, "/api/v1/internal/project")
+        .json(&resend)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (status, resent, _) = parts(res).await;
+    assert_eq!(status, 200, "{resent}");
+    assert_eq!(resent["oauth_providers"][0]["client_secret_set"], true);
+    assert_eq!(resent["email"]["smtp_password_set"], true);
+    assert_eq!(resent["email"]["from"], "noreply@example.com");
     // Takes effect at once for the public view.
     let (_, current, _) = parts(
         app.as_("client", Method::GET, "/api/v1/projects/current")
@@ -282,3 +297,75 @@ both_modes!(key_sets_and_revocation, |app: &TestApp| async move {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_error(res, 400, "SCHEMA_ERROR").await;
 });
+
+both_modes!(
+    test_mail_reports_the_mail_servers_answer,
+    |app: &TestApp| async move {
+        let send = |body: serde_json::Value| {
+            app.as_("admin", Method::POST, "/api/v1/internal/send-test-email")
+                .json(&body)
+                .send()
+        };
+        let res = send(json!({"recipient_email": "ops@example.com"}))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (status, body, _) = parts(res).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body, json!({"success": true, "error_message": null}));
+        let mail = app.mail.wait_for("ops@example.com").await;
+        assert!(mail.data.contains("Test mail from"), "{}", mail.data);
+        // A project's own mail server that is not there: the answer says why, the log agrees.
+        app.settings(
+            json!({"email": {"smtp_url": "smtp://127.0.0.1:9", "from": "auth@example.com"}}),
+        )
+        .await;
+        let res = send(json!({"recipient_email": "ops@example.com"}))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (status, body, _) = parts(res).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["success"], false);
+        assert!(
+            body["error_message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{body}"
+        );
+        let (_, log, _) = parts(
+            app.as_("admin", Method::GET, "/api/v1/internal/emails")
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .await;
+        let statuses: Vec<_> = log["items"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter(|m| m["template"] == "test")
+                    .map(|m| m["status"].clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(statuses, vec![json!("failed"), json!("sent")], "{log}");
+        // Bad input is refused; Stack Auth's unsaved `email_config` is not taken.
+        for bad in [
+            json!({"recipient_email": "not an address"}),
+            json!({}),
+            json!({"recipient_email": "ops@example.com", "email_config": {}}),
+        ] {
+            let res = send(bad).await.unwrap_or_else(|e| panic!("{e}"));
+            assert_error(res, 400, "SCHEMA_ERROR").await;
+        }
+        for access in ["client", "server"] {
+            let res = app
+                .as_(access, Method::POST, "/api/v1/internal/send-test-email")
+                .json(&json!({"recipient_email": "ops@example.com"}))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_error(res, 401, "INSUFFICIENT_ACCESS_TYPE").await;
+        }
+    }
+);

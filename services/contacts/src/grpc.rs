@@ -23,6 +23,9 @@ pub struct Contacts {
     pub auth: latchkey_shared::grpc::auth::Auth,
 }
 
+/// Below the gateway's deadline, so a slow mail server is reported rather than timed out.
+const TEST_MAIL_WAIT: std::time::Duration = std::time::Duration::from_secs(8);
+
 fn uuid(text: &str, what: &str) -> Result<Uuid, Error> {
     Uuid::parse_str(text).map_err(|_| Error::Invalid(format!("{what} is not a UUID")))
 }
@@ -244,6 +247,40 @@ impl pb::contacts_server::Contacts for Contacts {
             .await
             .map_err(Error::from)?;
         Ok(Response::new(pb::Empty {}))
+    }
+
+    #[tracing::instrument(name = "contacts.send_test_email", skip_all)]
+    async fn send_test_email(
+        &self,
+        request: Request<pb::SendTestEmailRequest>,
+    ) -> Result<Response<pb::TestEmailResult>, Status> {
+        let ctx = Context::read(request.metadata())?;
+        let to = request.into_inner().to;
+        if !latchkey_shared::email::is_valid(&to) {
+            return Err(Error::Invalid("recipient_email must be an e-mail address".into()).into());
+        }
+        let mail = self.auth.mail_context(&ctx, "").await?;
+        let vars = [("project", mail.project_name), ("email", to.clone())]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        let outcome = self
+            .mailer
+            .send_and_wait(
+                ctx.project_id,
+                &to,
+                "test",
+                &vars,
+                mail.smtp_url.zip(mail.from),
+                self.clock.now_millis(),
+                TEST_MAIL_WAIT,
+            )
+            .await
+            .map_err(Error::from)?;
+        Ok(Response::new(pb::TestEmailResult {
+            success: outcome.is_ok(),
+            error_message: outcome.err(),
+        }))
     }
 
     async fn get_channel(

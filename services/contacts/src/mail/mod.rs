@@ -50,6 +50,55 @@ impl Mailer {
         project_override: Option<(String, String)>,
         now: i64,
     ) -> Result<Uuid, MailError> {
+        let outgoing = self
+            .record(project, to, template, vars, project_override, now)
+            .await?;
+        let id = outgoing.id;
+        if outgoing.smtp_url.is_some() {
+            tokio::spawn(outgoing.deliver(self.store.clone()));
+        }
+        Ok(id)
+    }
+
+    /// Records and sends one message, waiting up to `wait` for the mail server: the outcome is
+    /// the server's refusal, or why it could not be reached. A delivery still under way when
+    /// the wait ends goes on, and records its outcome on the message.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn send_and_wait(
+        &self,
+        project: Uuid,
+        to: &str,
+        template: &str,
+        vars: &HashMap<String, String>,
+        project_override: Option<(String, String)>,
+        now: i64,
+        wait: std::time::Duration,
+    ) -> Result<Result<(), String>, MailError> {
+        let outgoing = self
+            .record(project, to, template, vars, project_override, now)
+            .await?;
+        let delivery = tokio::spawn(outgoing.deliver(self.store.clone()));
+        Ok(match tokio::time::timeout(wait, delivery).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(e)) => Err(format!("the delivery failed: {e}")),
+            Err(_) => Err(format!(
+                "the mail server did not answer within {} seconds; the mail log will show the outcome",
+                wait.as_secs()
+            )),
+        })
+    }
+
+    /// Renders and stores a message: "sent" with its bodies in the dev mailbox, "queued"
+    /// without them when it goes to a mail server.
+    async fn record(
+        &self,
+        project: Uuid,
+        to: &str,
+        template: &str,
+        vars: &HashMap<String, String>,
+        project_override: Option<(String, String)>,
+        now: i64,
+    ) -> Result<Outgoing, MailError> {
         let rendered = templates::render(template, vars)
             .ok_or_else(|| MailError::UnknownTemplate(template.to_owned()))?;
         let (smtp_url, from) = match project_override {
@@ -72,28 +121,48 @@ impl Mailer {
         };
         let message = build(&from, to, &rendered)?;
         self.store.insert_email(&email).await?;
-        match smtp_url {
-            None => {
-                tracing::info!(to, subject = %rendered.subject, body = %rendered.text, "dev mailbox");
-            }
-            Some(url) => {
-                let store = self.store.clone();
-                tokio::spawn(async move {
-                    let outcome = deliver(&url, message).await;
-                    let (status, error) = match &outcome {
-                        Ok(()) => ("sent", None),
-                        Err(e) => {
-                            tracing::warn!(error = %e, "mail delivery failed");
-                            ("failed", Some(e.as_str()))
-                        }
-                    };
-                    if let Err(e) = store.set_email_status(project, id, status, error).await {
-                        tracing::error!(error = %e, "could not record mail status");
-                    }
-                });
-            }
+        if dev {
+            tracing::info!(to, subject = %rendered.subject, body = %rendered.text, "dev mailbox");
         }
-        Ok(id)
+        Ok(Outgoing {
+            project,
+            id,
+            smtp_url,
+            message,
+        })
+    }
+}
+
+/// A stored message on its way out.
+struct Outgoing {
+    project: Uuid,
+    id: Uuid,
+    /// `None` for the dev mailbox, where storing it was delivering it.
+    smtp_url: Option<String>,
+    message: Message,
+}
+
+impl Outgoing {
+    /// Hands the message to its mail server and records the outcome on it.
+    async fn deliver(self, store: Store) -> Result<(), String> {
+        let Some(url) = self.smtp_url else {
+            return Ok(());
+        };
+        let outcome = deliver(&url, self.message).await;
+        let (status, error) = match &outcome {
+            Ok(()) => ("sent", None),
+            Err(e) => {
+                tracing::warn!(error = %e, "mail delivery failed");
+                ("failed", Some(e.as_str()))
+            }
+        };
+        if let Err(e) = store
+            .set_email_status(self.project, self.id, status, error)
+            .await
+        {
+            tracing::error!(error = %e, "could not record mail status");
+        }
+        outcome
     }
 }
 

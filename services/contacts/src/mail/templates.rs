@@ -37,6 +37,11 @@ fn template(name: &str) -> Option<Template> {
             text: "You have been invited to join {team}. Accept here:\n\n{link}\n",
             html: "<p>You have been invited to join <b>{team}</b>.</p><p><a href=\"{link}\">Accept the invitation</a></p>",
         },
+        "test" => Template {
+            subject: "Test mail from {project}",
+            text: "This is a test message from {project}. Mail from this project reaches {email}.\n",
+            html: "<p>This is a test message from <b>{project}</b>.</p><p>Mail from this project reaches <b>{email}</b>.</p>",
+        },
         _ => return None,
     })
 }
