@@ -6,8 +6,10 @@
 //! token; pages are sent with a Content-Security-Policy that allows only the gateway's own
 //! script and style and no framing.
 
+mod oauth;
 mod pages;
 mod permissions;
+mod project;
 mod session;
 pub mod store;
 mod teams;
@@ -29,11 +31,10 @@ use latchkey_shared::crypto::{constant_time_eq, hash_secret};
 use latchkey_shared::headers::AccessType;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::{Map, Value};
 
 use crate::routes::internal;
 use crate::state::AppState;
-use pages::{page, redirect, Confirm, Field, KeyRow, Keys, Nav, Project, SignIn};
+use pages::{page, redirect, Confirm, KeyRow, Keys, Nav, SignIn};
 use session::{Session, SignedIn};
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
@@ -47,7 +48,20 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/console/sign-in", get(sign_in_page).post(sign_in))
         .route("/console/sign-out", post(sign_out))
         .route("/console/switch", post(switch))
-        .route("/console/project", get(project_page).post(save_project))
+        .route("/console/project", get(project::show).post(project::save))
+        .route("/console/project/test-mail", post(project::send_test_mail))
+        .route(
+            "/console/project/oauth",
+            get(oauth::new_form).post(oauth::add),
+        )
+        .route(
+            "/console/project/oauth/{id}",
+            get(oauth::edit_form).post(oauth::update),
+        )
+        .route(
+            "/console/project/oauth/{id}/remove",
+            get(oauth::confirm_remove).post(oauth::remove),
+        )
         .route("/console/keys", get(keys_page).post(create_keys))
         .route(
             "/console/keys/{id}/revoke",
@@ -388,133 +402,6 @@ async fn switch(
     redirect("/console/project")
 }
 
-/// The project page: every setting of `PATCH /internal/project`, with the API's error next to
-/// the setting it names.
-async fn project_page(
-    State(app): State<AppState>,
-    Signed(_, session): Signed,
-    axum::extract::Query(q): axum::extract::Query<SavedQuery>,
-) -> Response {
-    match internal::settings(&app, &session.access(None)).await {
-        Ok(settings) => page(
-            StatusCode::OK,
-            &Project {
-                csrf: session.csrf.clone(),
-                nav: Some(Nav::of(&session, "project")),
-                fields: fields_of(&settings),
-                saved: q.saved.is_some(),
-                general_error: None,
-            },
-        ),
-        Err(e) => e.into_response(),
-    }
-}
-
-#[derive(Deserialize)]
-struct SavedQuery {
-    saved: Option<String>,
-}
-
-fn fields_of(settings: &Value) -> Vec<Field> {
-    settings
-        .as_object()
-        .map(|o| o.iter().map(|(k, v)| Field::of(k, v)).collect())
-        .unwrap_or_default()
-}
-
-/// Sends only the settings whose submitted value differs from the current one, so write-only
-/// secrets the page cannot show are never sent back blank.
-async fn save_project(
-    State(app): State<AppState>,
-    Posted(Signed(_, session), form): Posted<Vec<(String, String)>>,
-) -> Response {
-    let access = session.access(None);
-    let settings = match internal::settings(&app, &access).await {
-        Ok(s) => s,
-        Err(e) => return e.into_response(),
-    };
-    let mut fields = fields_of(&settings);
-    let mut patch = Map::new();
-    for field in &mut fields {
-        let sent = form
-            .iter()
-            .find(|(k, _)| k.strip_prefix("s.") == Some(field.name.as_str()))
-            .map(|(_, v)| v.clone());
-        // An unticked box sends nothing; the form's `kind.` field says the box was there.
-        let shown = form
-            .iter()
-            .any(|(k, _)| k.strip_prefix("kind.") == Some(field.name.as_str()));
-        let value = match (field.kind, sent) {
-            ("bool", _) if !shown => continue,
-            ("bool", sent) => Value::Bool(sent.as_deref() == Some("true")),
-            (_, None) => continue,
-            ("number", Some(text)) => match serde_json::from_str::<Value>(text.trim()) {
-                Ok(v @ Value::Number(_)) => v,
-                _ => {
-                    field.error = Some("A number is needed.".into());
-                    field.value = text;
-                    continue;
-                }
-            },
-            ("string", Some(text)) => Value::String(text),
-            (_, Some(text)) => match serde_json::from_str::<Value>(&text) {
-                Ok(v) => v,
-                Err(e) => {
-                    field.error = Some(format!("Not valid JSON: {e}"));
-                    field.value = text;
-                    continue;
-                }
-            },
-        };
-        if settings.get(&field.name) != Some(&value) {
-            field.value = Field::of(&field.name, &value).value;
-            patch.insert(field.name.clone(), value);
-        }
-    }
-    if fields.iter().any(|f| f.error.is_some()) {
-        return page(
-            StatusCode::BAD_REQUEST,
-            &Project {
-                csrf: session.csrf.clone(),
-                nav: Some(Nav::of(&session, "project")),
-                fields,
-                saved: false,
-                general_error: Some("Nothing was saved: correct the marked settings.".into()),
-            },
-        );
-    }
-    if patch.is_empty() {
-        return redirect("/console/project?saved=1");
-    }
-    match internal::change_settings(&app, &access, &Value::Object(patch)).await {
-        Ok(_) => redirect("/console/project?saved=1"),
-        Err(e) => {
-            let message = e.0.message.clone();
-            // The API names the setting it refuses; the message goes next to it.
-            let named = fields
-                .iter_mut()
-                .find(|f| message.contains(f.name.as_str()));
-            let general_error = match named {
-                Some(f) => {
-                    f.error = Some(message);
-                    Some("Nothing was saved: correct the marked setting.".into())
-                }
-                None => Some(message),
-            };
-            page(
-                StatusCode::BAD_REQUEST,
-                &Project {
-                    csrf: session.csrf.clone(),
-                    nav: Some(Nav::of(&session, "project")),
-                    fields,
-                    saved: false,
-                    general_error,
-                },
-            )
-        }
-    }
-}
-
 async fn keys_page(State(app): State<AppState>, Signed(_, session): Signed) -> Response {
     keys_view(&app, &session, StatusCode::OK, None, None).await
 }
@@ -585,10 +472,19 @@ async fn create_keys(
 }
 
 /// Revocation is confirmed on a page of its own, so it works without script.
-async fn confirm_revoke(Signed(_, session): Signed, Path(id): Path<String>) -> Response {
+async fn confirm_revoke(
+    State(app): State<AppState>,
+    Signed(_, session): Signed,
+    Path(id): Path<String>,
+) -> Response {
     let Ok(id) = uuid::Uuid::parse_str(&id) else {
         return redirect("/console/keys");
     };
+    match internal::key_sets(&app, &session.access(None)).await {
+        Ok(keys) if keys.iter().any(|k| k["id"] == id.to_string().as_str()) => {}
+        Ok(_) => return pages::missing(&session, "keys", "key set", "/console/keys"),
+        Err(e) => return e.into_response(),
+    }
     page(
         StatusCode::OK,
         &Confirm {

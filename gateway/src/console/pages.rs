@@ -80,6 +80,60 @@ pub struct Project {
     pub fields: Vec<Field>,
     pub saved: bool,
     pub general_error: Option<String>,
+    pub test_mail: Option<TestMail>,
+    pub providers: Vec<ProviderRow>,
+}
+
+/// An OAuth provider in the project page's list.
+pub struct ProviderRow {
+    pub id: String,
+    pub provider_type: String,
+    pub client_id: String,
+    pub secret_set: bool,
+    pub allow_sign_in: bool,
+}
+
+impl ProviderRow {
+    pub fn of(p: &Value) -> Self {
+        let text = |name: &str| p[name].as_str().unwrap_or_default().to_owned();
+        Self {
+            id: text("id"),
+            provider_type: text("type"),
+            client_id: text("client_id"),
+            secret_set: p["client_secret_set"] == Value::Bool(true),
+            allow_sign_in: p["allow_sign_in"] != Value::Bool(false),
+        }
+    }
+}
+
+pub struct TypeOption {
+    pub name: &'static str,
+    pub selected: bool,
+}
+
+/// One OAuth provider's form; the client secret is never shown, only whether one is stored.
+#[derive(Template)]
+#[template(path = "console/oauth.html")]
+pub struct ProviderForm {
+    pub nav: Option<Nav>,
+    pub csrf: String,
+    pub id: String,
+    pub types: Vec<TypeOption>,
+    /// (setting, value) of the optional text settings.
+    pub fields: Vec<(&'static str, String)>,
+    pub shared: bool,
+    pub secret_set: bool,
+    pub allow_sign_in: bool,
+    pub allow_connected_accounts: bool,
+    pub is_new: bool,
+    pub error: Option<String>,
+}
+
+/// The mail server's answer to a test mail, shown beside its form.
+pub struct TestMail {
+    pub to: String,
+    pub sent: bool,
+    pub message: String,
 }
 
 /// A key set row.
@@ -149,6 +203,38 @@ pub struct Confirm {
     pub action: String,
     pub confirm: &'static str,
     pub back: &'static str,
+}
+
+/// What a page or form names is not in the signed-in project.
+#[derive(Template)]
+#[template(path = "console/missing.html")]
+pub struct Missing {
+    pub nav: Option<Nav>,
+    pub what: String,
+    pub back: &'static str,
+}
+
+/// 404 for something the signed-in project does not have, whether it is gone, was never
+/// there, or is another project's: the page does not say which.
+pub fn missing(
+    session: &Session,
+    section: &'static str,
+    what: &str,
+    back: &'static str,
+) -> Response {
+    page(
+        StatusCode::NOT_FOUND,
+        &Missing {
+            nav: Some(Nav::of(session, section)),
+            what: what.to_owned(),
+            back,
+        },
+    )
+}
+
+/// The status the API answers with for an error, for a page that shows it.
+pub fn status_of(e: &crate::error::ApiError) -> StatusCode {
+    StatusCode::from_u16(e.code().http_status()).unwrap_or(StatusCode::BAD_REQUEST)
 }
 
 /// A rendered page with `status`.

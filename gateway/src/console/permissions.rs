@@ -108,12 +108,25 @@ pub async fn define(
 }
 
 pub async fn confirm_delete(
+    State(app): State<AppState>,
     Signed(_, session): Signed,
     Path((scope_text, id)): Path<(String, String)>,
 ) -> Response {
     let Some(scope) = scope(&scope_text) else {
         return redirect("/console/permissions");
     };
+    match api::definitions(&app, &session.access(None), scope).await {
+        Ok(list) if list.iter().any(|d| d["id"] == id.as_str()) => {}
+        Ok(_) => {
+            return pages::missing(
+                &session,
+                "permissions",
+                "permission",
+                "/console/permissions",
+            )
+        }
+        Err(e) => return e.into_response(),
+    }
     page(
         StatusCode::OK,
         &Confirm {
@@ -138,11 +151,22 @@ pub async fn delete(
     let Some(scope) = scope(&scope_text) else {
         return redirect("/console/permissions");
     };
-    let notice = match api::delete_def(&app, &session.access(None), scope, id.clone()).await {
-        Ok(()) => format!("{id} was deleted."),
-        Err(e) => e.0.message,
-    };
-    permissions_page(&app, &session, StatusCode::OK, Some(notice), None).await
+    match api::delete_def(&app, &session.access(None), scope, id.clone()).await {
+        Ok(()) => {
+            let notice = Some(format!("{id} was deleted."));
+            permissions_page(&app, &session, StatusCode::OK, notice, None).await
+        }
+        Err(e) if pages::status_of(&e) == StatusCode::NOT_FOUND => pages::missing(
+            &session,
+            "permissions",
+            "permission",
+            "/console/permissions",
+        ),
+        Err(e) => {
+            let status = pages::status_of(&e);
+            permissions_page(&app, &session, status, Some(e.0.message), None).await
+        }
+    }
 }
 
 super::csrf_form!(DefineForm);

@@ -195,12 +195,24 @@ pub async fn add_member(
 }
 
 pub async fn confirm_remove(
+    State(app): State<AppState>,
     Signed(_, session): Signed,
     Path((id, user)): Path<(String, String)>,
 ) -> Response {
     let (Some(id), Some(user)) = (team_id(&id), team_id(&user)) else {
         return redirect("/console/teams");
     };
+    let member = pb::MemberRef {
+        team_id: id.clone(),
+        user_id: user.clone(),
+    };
+    match team_member_profiles::profile(&app, &session.access(None), member).await {
+        Ok(_) => {}
+        Err(e) if pages::status_of(&e) == StatusCode::NOT_FOUND => {
+            return pages::missing(&session, "teams", "team member", "/console/teams")
+        }
+        Err(e) => return e.into_response(),
+    }
     page(
         StatusCode::OK,
         &Confirm {

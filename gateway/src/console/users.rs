@@ -252,10 +252,21 @@ pub async fn revoke_all_sessions(
     user_page(&app, &session, &id, StatusCode::OK, message, None).await
 }
 
-pub async fn confirm_delete(Signed(_, session): Signed, Path(id): Path<String>) -> Response {
+pub async fn confirm_delete(
+    State(app): State<AppState>,
+    Signed(_, session): Signed,
+    Path(id): Path<String>,
+) -> Response {
     let Some(id) = user_id(&id) else {
         return redirect("/console/users");
     };
+    match api::get_user(&app, &session.access(None), id.clone()).await {
+        Ok(_) => {}
+        Err(e) if pages::status_of(&e) == StatusCode::NOT_FOUND => {
+            return pages::missing(&session, "users", "user", "/console/users")
+        }
+        Err(e) => return e.into_response(),
+    }
     page(
         StatusCode::OK,
         &Confirm {

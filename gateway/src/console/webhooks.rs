@@ -101,7 +101,7 @@ async fn endpoint_page(
         .iter()
         .find(|e| e["id"] == Value::String(id.to_owned()))
     else {
-        return redirect("/console/webhooks");
+        return pages::missing(session, "webhooks", "webhook endpoint", "/console/webhooks");
     };
     let request = pb::ListDeliveriesRequest {
         endpoint_id: id.to_owned(),
@@ -190,10 +190,26 @@ pub async fn replay(
     endpoint_page(&app, &session, &id, None, said).await
 }
 
-pub async fn confirm_rotate(Signed(_, session): Signed, Path(id): Path<String>) -> Response {
+pub async fn confirm_rotate(
+    State(app): State<AppState>,
+    Signed(_, session): Signed,
+    Path(id): Path<String>,
+) -> Response {
     let Some(id) = endpoint_id(&id) else {
         return redirect("/console/webhooks");
     };
+    match api::endpoints(&app, &session.access(None)).await {
+        Ok(list) if list.iter().any(|e| e["id"] == id.as_str()) => {}
+        Ok(_) => {
+            return pages::missing(
+                &session,
+                "webhooks",
+                "webhook endpoint",
+                "/console/webhooks",
+            )
+        }
+        Err(e) => return e.into_response(),
+    }
     page(
         StatusCode::OK,
         &Confirm {

@@ -103,13 +103,22 @@ pub async fn get(
         team_id: uuid_or(&team, ErrorCode::TeamMembershipNotFound)?,
         user_id: path_user(&access, &user)?,
     };
+    profile(&app, &access, member).await.map(Json)
+}
+
+/// One member's profile; the console checks membership with it too.
+pub(crate) async fn profile(
+    app: &AppState,
+    access: &Access,
+    member: pb::MemberRef,
+) -> ApiResult<Value> {
     let profile = app
         .teams
         .clone()
         .get_member_profile(access.request(member))
         .await?
         .into_inner();
-    Ok(Json(shaped(&access, &profile.json)))
+    Ok(shaped(access, &profile.json))
 }
 
 #[utoipa::path(patch, path = "/api/v1/team-member-profiles/{team_id}/{user_id}", tag = "teams",

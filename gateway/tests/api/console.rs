@@ -11,14 +11,14 @@ use serde_json::{json, Value};
 use crate::helpers::*;
 
 /// A browser: no redirects followed, cookies kept by hand (name → value).
-struct Browser<'a> {
+pub(crate) struct Browser<'a> {
     app: &'a TestApp,
     http: reqwest::Client,
     cookies: std::collections::BTreeMap<String, String>,
 }
 
 impl<'a> Browser<'a> {
-    fn new(app: &'a TestApp) -> Self {
+    pub(crate) fn new(app: &'a TestApp) -> Self {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
@@ -44,7 +44,12 @@ impl<'a> Browser<'a> {
         }
     }
 
-    async fn send(&mut self, method: Method, path: &str, form: &[(&str, &str)]) -> Response {
+    pub(crate) async fn send(
+        &mut self,
+        method: Method,
+        path: &str,
+        form: &[(&str, &str)],
+    ) -> Response {
         let cookie: Vec<String> = self
             .cookies
             .iter()
@@ -62,7 +67,7 @@ impl<'a> Browser<'a> {
         res
     }
 
-    async fn get(&mut self, path: &str) -> (u16, String) {
+    pub(crate) async fn get(&mut self, path: &str) -> (u16, String) {
         let res = self.send(Method::GET, path, &[]).await;
         (res.status().as_u16(), res.text().await.unwrap_or_default())
     }
@@ -72,7 +77,7 @@ impl<'a> Browser<'a> {
     }
 
     /// Signs in to `project` with `admin_key` through the sign-in form.
-    async fn sign_in(&mut self, project: &str, admin_key: &str) -> Response {
+    pub(crate) async fn sign_in(&mut self, project: &str, admin_key: &str) -> Response {
         let (status, _) = self.get("/console/sign-in").await;
         assert_eq!(status, 200);
         let csrf = self.cookies["latchkey_console_csrf"].clone();
@@ -89,7 +94,7 @@ impl<'a> Browser<'a> {
 }
 
 /// The CSRF token of the page's forms.
-fn csrf_in(html: &str) -> String {
+pub(crate) fn csrf_in(html: &str) -> String {
     let marker = "name=\"csrf\" value=\"";
     let start = html.find(marker).map(|i| i + marker.len()).unwrap_or(0);
     html[start..].chars().take_while(|c| *c != '"').collect()
@@ -248,6 +253,40 @@ both_modes!(
             .cloned()
             .unwrap_or_default();
         assert_eq!(after["revoked"], true, "{after}");
+
+        // A test mail goes out with the saved settings; the server's answer is on the page.
+        let test_mail = [
+            ("csrf", csrf.as_str()),
+            ("recipient_email", "ops-console@example.com"),
+        ];
+        let res = browser.post("/console/project/test-mail", &test_mail).await;
+        assert_eq!(res.status(), 200);
+        let page = res.text().await.unwrap_or_default();
+        assert!(
+            page.contains("A test mail went to ops-console@example.com"),
+            "{page}"
+        );
+        assert!(app
+            .mail
+            .wait_for("ops-console@example.com")
+            .await
+            .data
+            .contains("Test mail"));
+        assert_eq!(
+            browser
+                .post("/console/project/test-mail", &test_mail[1..])
+                .await
+                .status(),
+            403
+        );
+        let bad = [("csrf", csrf.as_str()), ("recipient_email", "nobody")];
+        let res = browser.post("/console/project/test-mail", &bad).await;
+        assert_eq!(res.status(), 400);
+        let page = res.text().await.unwrap_or_default();
+        assert!(
+            page.contains("id=\"test-mail-outcome\" role=\"alert\""),
+            "{page}"
+        );
 
         // Signing out ends the session.
         let res = browser.post("/console/sign-out", &[("csrf", &csrf)]).await;
@@ -747,5 +786,100 @@ both_modes!(
         )
         .await;
         assert!(!listed.to_string().contains("console_edit"), "{listed}");
+    }
+);
+
+both_modes!(
+    the_console_edits_oauth_providers_with_write_only_secrets,
+    |app: &TestApp| async move {
+        let mut browser = Browser::new(app);
+        let p = app.project.clone();
+        assert_eq!(browser.sign_in(&p.id, &p.admin_key).await.status(), 303);
+        let (status, page) = browser.get("/console/project/oauth").await;
+        assert_eq!(status, 200);
+        let csrf = csrf_in(&page);
+        let providers = || async {
+            let settings = ok(
+                send(app.as_("admin", Method::GET, "/api/v1/internal/project")).await,
+                200,
+            )
+            .await;
+            settings["oauth_providers"].clone()
+        };
+        let add = [
+            ("csrf", csrf.as_str()),
+            ("id", "corp"),
+            ("type", "oidc"),
+            ("client_id", "cid"),
+            ("client_secret", "first-secret-value"),
+            ("issuer", "https://id.example.com"),
+            ("allow_sign_in", "true"),
+        ];
+        assert_eq!(
+            browser
+                .post("/console/project/oauth", &add[1..])
+                .await
+                .status(),
+            403
+        );
+        let res = browser.post("/console/project/oauth", &add).await;
+        assert_eq!(res.status(), 303);
+        let listed = providers().await;
+        assert_eq!(listed[0]["client_id"], "cid", "{listed}");
+        assert_eq!(listed[0]["client_secret_set"], true);
+        assert_eq!(listed[0]["allow_connected_accounts"], false);
+        // Listed on the project page; the secret is on no page.
+        let (_, page) = browser.get("/console/project").await;
+        assert!(page.contains("/console/project/oauth/corp"), "{page}");
+        assert!(!page.contains("first-secret-value"));
+        let (status, form) = browser.get("/console/project/oauth/corp").await;
+        assert_eq!(status, 200);
+        assert!(form.contains("one is stored"), "{form}");
+        assert!(!form.contains("first-secret-value"));
+        // Saved without typing a secret: the stored one stays.
+        let edit = [
+            ("csrf", csrf.as_str()),
+            ("type", "oidc"),
+            ("client_id", "cid2"),
+            ("issuer", "https://id.example.com"),
+            ("allow_sign_in", "true"),
+            ("allow_connected_accounts", "true"),
+        ];
+        let res = browser.post("/console/project/oauth/corp", &edit).await;
+        assert_eq!(res.status(), 303);
+        let listed = providers().await;
+        assert_eq!(listed[0]["client_id"], "cid2", "{listed}");
+        assert_eq!(listed[0]["client_secret_set"], true);
+        assert_eq!(listed[0]["allow_connected_accounts"], true);
+        // The API's refusal is shown beside the form, and nothing changes.
+        let bad = [
+            ("csrf", csrf.as_str()),
+            ("type", "oauth2"),
+            ("client_id", "cid3"),
+        ];
+        let res = browser.post("/console/project/oauth/corp", &bad).await;
+        assert_eq!(res.status(), 400);
+        let page = res.text().await.unwrap_or_default();
+        assert!(page.contains("id=\"provider-error\""), "{page}");
+        assert_eq!(providers().await[0]["client_id"], "cid2");
+        let res = browser.post("/console/project/oauth", &add).await;
+        assert_eq!(res.status(), 400);
+        assert!(res
+            .text()
+            .await
+            .unwrap_or_default()
+            .contains("exists already"));
+        assert_eq!(browser.get("/console/project/oauth/nope").await.0, 404);
+        // Removing asks first.
+        let (status, confirm) = browser.get("/console/project/oauth/corp/remove").await;
+        assert_eq!(status, 200);
+        assert!(
+            confirm.contains("Remove the OAuth provider corp"),
+            "{confirm}"
+        );
+        let remove = "/console/project/oauth/corp/remove";
+        assert_eq!(browser.post(remove, &[]).await.status(), 403);
+        assert_eq!(browser.post(remove, &[("csrf", &csrf)]).await.status(), 303);
+        assert_eq!(providers().await, json!([]));
     }
 );

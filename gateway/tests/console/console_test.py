@@ -153,6 +153,13 @@ class ConsoleInChromium(unittest.TestCase):
         self.submit("form.settings")
         error = self.find("#e-password_min_length")
         self.assertIn("password_min_length", error.text)
+        # A test mail goes out with the saved mail settings; the answer shows beside its form.
+        self.find("#recipient_email").send_keys("ops@example.com")
+        self.submit("form.test-mail")
+        self.assertIn("A test mail went to ops@example.com", self.find("#test-mail-outcome").text)
+        _, mails = self.api.call("GET", "/api/v1/internal/emails", "admin")
+        self.assertEqual([m["to"] for m in mails["items"] if m["template"] == "test"],
+                         ["ops@example.com"])
 
         # A key set is created, its keys shown once, then revoked after confirming.
         d.get(self.console + "/console/keys")

@@ -828,3 +828,223 @@ both_modes!(ignored project_a_never_reaches_project_b, |app: &TestApp| async mov
         ops.len()
     ));
 });
+
+/// The console's routes that take an id, aimed at B's, with the form each posts; the pages
+/// that take none are read for leaks. Checked against the router's source below, so a new
+/// console route cannot be left out.
+/// A console request: method, path and the form fields beside the CSRF token.
+type ConsoleCall = (Method, String, Vec<(&'static str, String)>);
+
+fn console_calls(b: &Target) -> Vec<ConsoleCall> {
+    let (uid, team) = (&b.user.user_id, &b.team);
+    let both = |path: String, form: Vec<(&'static str, String)>| {
+        [
+            (Method::GET, path.clone(), vec![]),
+            (Method::POST, path, form),
+        ]
+    };
+    let mut calls = vec![
+        (Method::GET, format!("/console/users/{uid}"), vec![]),
+        (
+            Method::POST,
+            format!("/console/users/{uid}/metadata"),
+            vec![("client_metadata", r#"{"from":"a"}"#.to_owned())],
+        ),
+        (
+            Method::POST,
+            format!("/console/users/{uid}/sessions/{}/revoke", b.session),
+            vec![],
+        ),
+        (
+            Method::POST,
+            format!("/console/users/{uid}/sessions/revoke-all"),
+            vec![],
+        ),
+        (Method::GET, format!("/console/teams/{team}"), vec![]),
+        (
+            Method::POST,
+            format!("/console/teams/{team}/members"),
+            vec![("user_id", uid.clone())],
+        ),
+        (
+            Method::GET,
+            format!("/console/webhooks/{}", b.endpoint),
+            vec![],
+        ),
+        (
+            Method::POST,
+            format!("/console/webhooks/{}/test", b.endpoint),
+            vec![],
+        ),
+        (
+            Method::POST,
+            format!(
+                "/console/webhooks/{}/deliveries/{}/replay",
+                b.endpoint, b.message
+            ),
+            vec![],
+        ),
+        (
+            Method::POST,
+            "/console/switch".to_owned(),
+            vec![("project_id", b.project.id.clone())],
+        ),
+        (
+            Method::GET,
+            format!("/console/users?query={}", b.email),
+            vec![],
+        ),
+    ];
+    calls.extend(both(format!("/console/users/{uid}/delete"), vec![]));
+    calls.extend(both(
+        format!("/console/teams/{team}/members/{uid}/remove"),
+        vec![],
+    ));
+    calls.extend(both(
+        format!("/console/permissions/team/{}/delete", b.team_permission),
+        vec![],
+    ));
+    calls.extend(both(
+        format!(
+            "/console/permissions/project/{}/delete",
+            b.project_permission
+        ),
+        vec![],
+    ));
+    calls.extend(both(
+        format!("/console/webhooks/{}/rotate", b.endpoint),
+        vec![],
+    ));
+    calls.extend(both(format!("/console/keys/{}/revoke", b.api_key), vec![]));
+    calls
+}
+
+/// Console pages that take no id: read for leaks only. The rest of the console's routes take
+/// no id of anything either (sign-in and -out, forms that create in the signed-in project,
+/// assets).
+const CONSOLE_PAGES: &[&str] = &[
+    "/console/project",
+    "/console/keys",
+    "/console/users",
+    "/console/teams",
+    "/console/permissions",
+    "/console/webhooks",
+    "/console/mail",
+];
+const CONSOLE_UNAIMED: &[&str] = &[
+    "/console",
+    "/console/sign-in",
+    "/console/sign-out",
+    "/console/project/test-mail",
+    "/console/project/oauth",
+    "/console/permissions/{scope}",
+    "/console/assets/console.css",
+    "/console/assets/console.js",
+];
+
+both_modes!(ignored project_as_console_never_reaches_project_b, |app: &TestApp| async move {
+    let b = project_b(app).await;
+    // An OAuth provider of B's, for A's console to aim at by id.
+    let provider = format!("b-corp-{}", &b.team[..8]);
+    ok(
+        send(keyed(app, &b.project, "admin", Method::PATCH, "/api/v1/internal/project").json(
+            &json!({ "oauth_providers": [{
+                "id": provider, "type": "github", "client_id": "b-client", "client_secret": "b-oauth-secret",
+            }] }),
+        ))
+        .await,
+        200,
+    )
+    .await;
+    let before = snapshot(app, &b).await;
+    let mut calls = console_calls(&b);
+    calls.push((
+        Method::POST,
+        format!("/console/project/oauth/{provider}"),
+        vec![("type", "github".to_owned()), ("client_id", "from-a".to_owned())],
+    ));
+    calls.push((Method::GET, format!("/console/project/oauth/{provider}"), vec![]));
+    calls.push((Method::GET, format!("/console/project/oauth/{provider}/remove"), vec![]));
+    calls.push((Method::POST, format!("/console/project/oauth/{provider}/remove"), vec![]));
+    // Every route the console's router declares is aimed at B, read, or takes no id.
+    let router = include_str!("../../../src/console/mod.rs");
+    let declared: Vec<&str> = router
+        .split(".route(")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').nth(1))
+        .collect();
+    assert!(declared.len() > 20, "{declared:?}");
+    let aimed_templates = [
+        "/console/users/{id}", "/console/users/{id}/metadata",
+        "/console/users/{id}/sessions/{session_id}/revoke",
+        "/console/users/{id}/sessions/revoke-all", "/console/users/{id}/delete",
+        "/console/teams/{id}", "/console/teams/{id}/members",
+        "/console/teams/{id}/members/{user_id}/remove",
+        "/console/permissions/{scope}/{id}/delete", "/console/webhooks/{id}",
+        "/console/webhooks/{id}/test", "/console/webhooks/{id}/rotate",
+        "/console/webhooks/{id}/deliveries/{message_id}/replay", "/console/keys/{id}/revoke",
+        "/console/switch", "/console/project/oauth/{id}", "/console/project/oauth/{id}/remove",
+    ];
+    for route in &declared {
+        assert!(
+            aimed_templates.contains(route) || CONSOLE_PAGES.contains(route) || CONSOLE_UNAIMED.contains(route),
+            "console route {route} is not covered by the isolation test"
+        );
+    }
+    let mut browser = crate::console::Browser::new(app);
+    assert_eq!(browser.sign_in(&app.project.id, &app.project.admin_key).await.status(), 303);
+    let (_, page) = browser.get("/console/project").await;
+    let csrf = crate::console::csrf_in(&page);
+    let oauth_markers = ["b-client".to_owned(), "b-oauth-secret".to_owned(), provider.clone()];
+    let markers: Vec<&String> = b
+        .markers
+        .iter()
+        .chain([&b.team, &b.user.user_id, &b.channel, &b.session, &b.api_key, &b.invitation, &b.passkey, &b.endpoint])
+        .chain(&oauth_markers)
+        .collect();
+    let mut failures = Vec::new();
+    let mut statuses: BTreeMap<u16, usize> = BTreeMap::new();
+    for (method, path, form) in &calls {
+        let mut fields: Vec<(&str, &str)> = vec![("csrf", csrf.as_str())];
+        fields.extend(form.iter().map(|(k, v)| (*k, v.as_str())));
+        let res = browser.send(method.clone(), path, &fields).await;
+        let status = res.status().as_u16();
+        let text = res.text().await.unwrap_or_default();
+        *statuses.entry(status).or_insert(0) += 1;
+        // A search for B's address answers A's (empty) list; everything else is refused.
+        let searched = path.starts_with("/console/users?");
+        if !(searched && status == 200 || matches!(status, 400 | 403 | 404)) {
+            failures.push(format!("{method} {path}: {status} {text}"));
+        }
+        let leaked: Vec<_> = markers
+            .iter()
+            .filter(|m| text.contains(m.as_str()) && !path.contains(m.as_str()))
+            .collect();
+        if !leaked.is_empty() {
+            failures.push(format!("{method} {path}: answer carries B's {leaked:?}"));
+        }
+    }
+    for path in CONSOLE_PAGES {
+        let (status, text) = browser.get(path).await;
+        if status != 200 {
+            failures.push(format!("GET {path}: {status}"));
+        }
+        for m in &markers {
+            if text.contains(m.as_str()) {
+                failures.push(format!("GET {path}: A's page shows B's {m}"));
+            }
+        }
+    }
+    let after = snapshot(app, &b).await;
+    for (x, y) in before.iter().zip(&after) {
+        if x != y {
+            failures.push(format!("B changed: {x}\n  became {y}"));
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    crate::hardening::report(format!(
+        "console isolation: {} calls aimed at project B from A's console session and {} pages read, 0 reached B; statuses {statuses:?}",
+        calls.len(),
+        CONSOLE_PAGES.len()
+    ));
+});
