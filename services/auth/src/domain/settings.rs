@@ -154,6 +154,25 @@ fn yes() -> bool {
     true
 }
 
+impl OAuthProvider {
+    /// Whether both talk to the same servers, so a secret meant for one may go to the other.
+    fn same_servers(&self, other: &Self) -> bool {
+        (
+            &self.provider_type,
+            &self.issuer,
+            &self.authorization_endpoint,
+            &self.token_endpoint,
+            &self.userinfo_endpoint,
+        ) == (
+            &other.provider_type,
+            &other.issuer,
+            &other.authorization_endpoint,
+            &other.token_endpoint,
+            &other.userinfo_endpoint,
+        )
+    }
+}
+
 /// Per-project mail settings (80 §4). The SMTP URL may carry a password, so it is write-only.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -225,20 +244,29 @@ impl Settings {
         let mut providers: Vec<OAuthProvider> =
             serde_json::from_value(value).map_err(|e| Invalid(format!("oauth_providers: {e}")))?;
         for p in &mut providers {
-            if p.client_secret.is_none() && !removed.contains(&p.id) {
-                p.client_secret = self
-                    .oauth_providers
-                    .iter()
-                    .find(|old| old.id == p.id)
-                    .and_then(|old| old.client_secret.clone());
+            let Some(old) = self.oauth_providers.iter().find(|old| old.id == p.id) else {
+                continue;
+            };
+            if p.client_secret.is_some() || removed.contains(&p.id) || old.client_secret.is_none() {
+                continue;
             }
+            // The secret goes where the provider's endpoints say: kept only while they do not
+            // change, so no one can redirect a stored secret to a server of their choosing.
+            if !old.same_servers(p) {
+                return Err(Invalid(format!(
+                    "provider {}: its type, issuer or endpoints changed, so its client_secret must be sent again",
+                    p.id
+                )));
+            }
+            p.client_secret = old.client_secret.clone();
         }
         serde_json::to_value(providers).map_err(|e| Invalid(e.to_string()))
     }
 
-    /// As for providers: the admin view's `smtp_url` has its password taken out, so a URL sent
-    /// back without one keeps the stored password while it names the same account on the same
-    /// server; `smtp_password_set: false` removes it.
+    /// As for providers: the admin view's `smtp_url` has its password taken out, so that URL
+    /// sent back unchanged keeps the stored password; any other URL (another server, port,
+    /// account or TLS mode) must bring its own, so a stored password never goes anywhere it
+    /// was not meant for. `smtp_password_set: false` removes it.
     fn keep_smtp_password(&self, value: &Value) -> Result<Value, Invalid> {
         let mut value = value.clone();
         let Value::Object(email) = &mut value else {
@@ -249,23 +277,12 @@ impl Settings {
             .email
             .as_ref()
             .and_then(|e| url::Url::parse(&e.smtp_url).ok());
-        let sent = email
-            .get("smtp_url")
-            .and_then(Value::as_str)
-            .and_then(|u| url::Url::parse(u).ok());
-        if let (true, Some(stored), Some(mut sent)) = (keep, stored, sent) {
-            let same_account = sent.password().is_none()
-                && (sent.scheme(), sent.host_str(), sent.port(), sent.username())
-                    == (
-                        stored.scheme(),
-                        stored.host_str(),
-                        stored.port(),
-                        stored.username(),
-                    );
-            if let (true, Some(password)) = (same_account, stored.password()) {
-                sent.set_password(Some(password))
-                    .map_err(|()| Invalid("email.smtp_url cannot carry a password".into()))?;
-                email.insert("smtp_url".into(), Value::String(sent.to_string()));
+        let sent = email.get("smtp_url").and_then(Value::as_str);
+        if let (true, Some(stored), Some(sent)) = (keep, stored, sent) {
+            let mut shown = stored.clone();
+            let _ = shown.set_password(None);
+            if stored.password().is_some() && shown.as_str() == sent {
+                email.insert("smtp_url".into(), Value::String(stored.to_string()));
             }
         }
         Ok(value)
@@ -604,8 +621,33 @@ mod tests {
             cleared.email.map(|e| e.smtp_url).as_deref(),
             Some("smtps://mailer@mail.example.com:465")
         );
-        let mut shared = view["oauth_providers"][0].clone();
-        shared["client_secret_set"] = json!(false);
-        assert!(s.patch(&json!({"oauth_providers": [shared]})).is_err());
+        // A stored secret follows neither a changed issuer nor a weaker TLS mode.
+        let mut moved = view["oauth_providers"][0].clone();
+        moved["issuer"] = json!("https://attacker.example.com");
+        let refused = s.patch(&json!({"oauth_providers": [moved]}));
+        assert!(
+            refused.is_err_and(|e| e.0.contains("must be sent again")),
+            "the secret followed a changed issuer"
+        );
+        let (tls, _) = Settings::default()
+            .patch(&json!({"email": {"smtp_url": "smtp://u:pw@mail.example.com?tls=required", "from": "a@example.com"}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (plain, _) = tls
+            .patch(&json!({"email": {"smtp_url": "smtp://u@mail.example.com", "from": "a@example.com"}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            plain.email.map(|e| e.smtp_url).as_deref(),
+            Some("smtp://u@mail.example.com")
+        );
+        // `client_secret_set: false` removes a secret, here of a shared named provider.
+        let (named, _) = Settings::default()
+            .patch(&json!({"oauth_providers": [{"id": "gh", "type": "github", "shared": true, "client_id": "c", "client_secret": "s"}]}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut cleared = named.admin_view(uuid::Uuid::nil(), "P")["oauth_providers"][0].clone();
+        cleared["client_secret_set"] = json!(false);
+        let (cleared, _) = named
+            .patch(&json!({"oauth_providers": [cleared]}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cleared.oauth_providers[0].client_secret, None);
     }
 }
