@@ -90,6 +90,8 @@ const EMAIL_SENDING: &[(&str, Option<&str>)] = &[
         None,
     ),
     ("/api/v1/team-invitations/send-code", Some("email")),
+    ("/api/v1/internal/send-test-email", Some("recipient_email")),
+    ("/console/project/test-mail", Some("recipient_email")),
 ];
 
 const SIGN_IN: &str = "/api/v1/auth/password/sign-in";
