@@ -412,6 +412,45 @@ both_modes!(
         }
         receiver.fail_next(0);
 
+        // Walking the deliveries two at a time by cursor gives the whole list once, in order
+        // (read again if a late delivery came in between).
+        let ids = |page: &Value| -> Vec<Value> {
+            page["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|d| d["message_id"].clone())
+                .collect()
+        };
+        let mut walks = Vec::new();
+        for _ in 0..3 {
+            let whole = ok(
+                send(app.admin(Method::GET, &path("/deliveries?limit=100"))).await,
+                200,
+            )
+            .await;
+            let whole = ids(&whole);
+            let (mut walked, mut query) = (Vec::new(), "/deliveries?limit=2".to_owned());
+            loop {
+                let page = ok(send(app.admin(Method::GET, &path(&query))).await, 200).await;
+                walked.extend(ids(&page));
+                match page["pagination"]["next_cursor"].as_str() {
+                    Some(c) => query = format!("/deliveries?limit=2&cursor={c}"),
+                    None => break,
+                }
+            }
+            let same = walked == whole;
+            walks.push((whole, walked));
+            if same {
+                break;
+            }
+        }
+        let (whole, walked) = walks.last().cloned().unwrap_or_default();
+        assert!(whole.len() >= 3, "{whole:?}");
+        assert_eq!(walked, whole, "{walks:?}");
+        let res = send(app.admin(Method::GET, &path("/deliveries?cursor=msg_unknown"))).await;
+        assert_eq!(res.status(), 400);
+
         // Disabled endpoints get nothing; updates are checked like creation.
         let disabled = ok(
             send(

@@ -192,7 +192,8 @@ impl Endpoints {
         Ok(json!({ "message_id": message.id }))
     }
 
-    /// Deliveries to an endpoint, newest first; the cursor is the last message id seen.
+    /// Deliveries to an endpoint, newest first, a page from the endpoint's index; the cursor is
+    /// the message id of the next page's first delivery.
     pub async fn deliveries(
         &self,
         project: Uuid,
@@ -205,18 +206,21 @@ impl Endpoints {
         if !(1..=MAX_PAGE).contains(&limit) {
             return Err(Error::Invalid("limit must be between 1 and 100".into()));
         }
-        let all = self.store.deliveries(project, id).await?;
+        // The cursor is the first delivery of its page.
         let start = match cursor {
-            Some(c) => all
-                .iter()
-                .position(|(d, _)| d.message_id == c)
-                .ok_or_else(|| Error::Invalid("unknown cursor".into()))?,
-            None => 0,
+            Some(c) => {
+                let at = self.store.delivery_created_at(project, id, c).await?;
+                Some((
+                    at.ok_or_else(|| Error::Invalid("unknown cursor".into()))?,
+                    c,
+                ))
+            }
+            None => None,
         };
-        let page: Vec<_> = all.iter().skip(start).take(limit as usize + 1).collect();
+        let page = self.store.deliveries(project, id, start, limit + 1).await?;
         let next = page.get(limit as usize).map(|(d, _)| d.message_id.clone());
         let mut items = Vec::new();
-        for (d, event_type) in page.into_iter().take(limit as usize) {
+        for (d, event_type) in page.iter().take(limit as usize) {
             let attempts = self.store.attempts(project, id, &d.message_id).await?;
             items.push(json!({
                 "message_id": d.message_id,

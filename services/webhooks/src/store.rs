@@ -257,18 +257,49 @@ impl Store {
         Ok(done > 0)
     }
 
-    /// An endpoint's deliveries, newest first, after `cursor` (a message id).
+    /// When a delivery of this endpoint was created: where a page that starts at it starts.
+    pub async fn delivery_created_at(
+        &self,
+        project: Uuid,
+        endpoint: Uuid,
+        message: &str,
+    ) -> sqlx::Result<Option<i64>> {
+        let sql = "SELECT created_at_millis FROM deliveries \
+                   WHERE project_id = $1 AND endpoint_id = $2 AND message_id = $3";
+        with_pool!(&self.db, pool => sqlx::query_scalar(sql).bind(project).bind(endpoint).bind(message).fetch_optional(pool).await)
+    }
+
+    /// Up to `limit` of an endpoint's deliveries, newest first, from `start` (a delivery's
+    /// creation time and message id) on; read from the endpoint's index, never all of them.
     pub async fn deliveries(
         &self,
         project: Uuid,
         endpoint: Uuid,
+        start: Option<(i64, &str)>,
+        limit: i64,
     ) -> sqlx::Result<Vec<(Delivery, String)>> {
-        let sql = "SELECT d.project_id, d.endpoint_id, d.message_id, d.status, d.attempt_count, \
-                   d.next_attempt_at_millis, d.created_at_millis, m.event_type \
-                   FROM deliveries d JOIN messages m ON m.project_id = d.project_id AND m.id = d.message_id \
-                   WHERE d.project_id = $1 AND d.endpoint_id = $2 ORDER BY d.created_at_millis DESC, d.message_id DESC";
+        let from = if start.is_some() {
+            "AND (d.created_at_millis, d.message_id) <= ($4, $5) "
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT d.project_id, d.endpoint_id, d.message_id, d.status, d.attempt_count, \
+             d.next_attempt_at_millis, d.created_at_millis, m.event_type \
+             FROM deliveries d JOIN messages m ON m.project_id = d.project_id AND m.id = d.message_id \
+             WHERE d.project_id = $1 AND d.endpoint_id = $2 {from}\
+             ORDER BY d.created_at_millis DESC, d.message_id DESC LIMIT $3"
+        );
         type Row = (Uuid, Uuid, String, String, i32, Option<i64>, i64, String);
-        let rows: Vec<Row> = with_pool!(&self.db, pool => sqlx::query_as(sql).bind(project).bind(endpoint).fetch_all(pool).await?);
+        let (at, message) = start.unzip();
+        let rows: Vec<Row> = with_pool!(&self.db, pool => {
+            let query = sqlx::query_as(&sql).bind(project).bind(endpoint).bind(limit);
+            let query = match (at, message) {
+                (Some(at), Some(message)) => query.bind(at).bind(message),
+                _ => query,
+            };
+            query.fetch_all(pool).await?
+        });
         Ok(rows
             .into_iter()
             .map(
