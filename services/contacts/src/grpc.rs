@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::domain::{channels, verification};
 use crate::error::Error;
-use crate::mail::Mailer;
+use crate::mail::{Letter, Mailer};
 use crate::store::{Channel, Store};
 
 pub struct Contacts {
@@ -234,16 +234,15 @@ impl pb::contacts_server::Contacts for Contacts {
         let ctx = Context::read(request.metadata())?;
         let req = request.into_inner();
         let vars: HashMap<String, String> = req.variables.into_iter().collect();
-        let now = self.clock.now_millis();
         self.mailer
-            .send(
-                ctx.project_id,
-                &req.to,
-                &req.template,
-                &vars,
-                smtp(req.mail),
-                now,
-            )
+            .send(Letter {
+                project: ctx.project_id,
+                to: &req.to,
+                template: &req.template,
+                vars: &vars,
+                smtp: smtp(req.mail),
+                now: self.clock.now_millis(),
+            })
             .await
             .map_err(Error::from)?;
         Ok(Response::new(pb::Empty {}))
@@ -267,12 +266,14 @@ impl pb::contacts_server::Contacts for Contacts {
         let outcome = self
             .mailer
             .send_and_wait(
-                ctx.project_id,
-                &to,
-                "test",
-                &vars,
-                mail.smtp_url.zip(mail.from),
-                self.clock.now_millis(),
+                Letter {
+                    project: ctx.project_id,
+                    to: &to,
+                    template: "test",
+                    vars: &vars,
+                    smtp: mail.smtp_url.zip(mail.from),
+                    now: self.clock.now_millis(),
+                },
                 TEST_MAIL_WAIT,
             )
             .await

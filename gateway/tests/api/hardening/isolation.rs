@@ -995,6 +995,10 @@ both_modes!(ignored project_as_console_never_reaches_project_b, |app: &TestApp| 
     assert_eq!(browser.sign_in(&app.project.id, &app.project.admin_key).await.status(), 303);
     let (_, page) = browser.get("/console/project").await;
     let csrf = crate::console::csrf_in(&page);
+    assert!(
+        csrf.len() >= 20 && csrf.chars().all(|c| c.is_ascii_alphanumeric()),
+        "no CSRF token on the page: {csrf:?}"
+    );
     let oauth_markers = ["b-client".to_owned(), "b-oauth-secret".to_owned(), provider.clone()];
     let markers: Vec<&String> = b
         .markers
@@ -1013,6 +1017,10 @@ both_modes!(ignored project_as_console_never_reaches_project_b, |app: &TestApp| 
         *statuses.entry(status).or_insert(0) += 1;
         // A search for B's address answers A's (empty) list; everything else is refused.
         let searched = path.starts_with("/console/users?");
+        // A refusal for the form's token would pass without the handler ever running.
+        if text.contains("CSRF token missing or wrong") {
+            failures.push(format!("{method} {path}: refused for its CSRF token, not for B"));
+        }
         if !(searched && status == 200 || matches!(status, 400 | 403 | 404)) {
             failures.push(format!("{method} {path}: {status} {text}"));
         }

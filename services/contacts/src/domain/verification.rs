@@ -7,7 +7,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::mail::Mailer;
+use crate::mail::{Letter, Mailer};
 use crate::store::Store;
 
 pub const KIND: &str = "CONTACT_CHANNEL_VERIFICATION";
@@ -50,14 +50,14 @@ pub async fn send(
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
     mailer
-        .send(
+        .send(Letter {
             project,
-            &address,
-            "email_verification",
-            &vars,
-            req.smtp,
+            to: &address,
+            template: "email_verification",
+            vars: &vars,
+            smtp: req.smtp,
             now,
-        )
+        })
         .await?;
     Ok(())
 }

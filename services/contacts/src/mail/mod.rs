@@ -29,6 +29,17 @@ pub enum MailError {
     Store(#[from] crate::store::StoreError),
 }
 
+/// One message to send: a template filled with `vars`, through the project's own mail server
+/// (`smtp`: URL and sender) or the deployment's.
+pub struct Letter<'a> {
+    pub project: Uuid,
+    pub to: &'a str,
+    pub template: &'a str,
+    pub vars: &'a HashMap<String, String>,
+    pub smtp: Option<(String, String)>,
+    pub now: i64,
+}
+
 pub struct Mailer {
     config: MailConfig,
     store: Store,
@@ -41,18 +52,8 @@ impl Mailer {
 
     /// Records and sends one message. SMTP delivery happens in the background so callers never
     /// wait on a mail server; its outcome is recorded on the message.
-    pub async fn send(
-        &self,
-        project: Uuid,
-        to: &str,
-        template: &str,
-        vars: &HashMap<String, String>,
-        project_override: Option<(String, String)>,
-        now: i64,
-    ) -> Result<Uuid, MailError> {
-        let outgoing = self
-            .record(project, to, template, vars, project_override, now)
-            .await?;
+    pub async fn send(&self, letter: Letter<'_>) -> Result<Uuid, MailError> {
+        let outgoing = self.record(letter).await?;
         let id = outgoing.id;
         if outgoing.smtp_url.is_some() {
             tokio::spawn(outgoing.deliver(self.store.clone()));
@@ -63,20 +64,12 @@ impl Mailer {
     /// Records and sends one message, waiting up to `wait` for the mail server: the outcome is
     /// the server's refusal, or why it could not be reached. A delivery still under way when
     /// the wait ends goes on, and records its outcome on the message.
-    #[allow(clippy::too_many_arguments)]
     pub async fn send_and_wait(
         &self,
-        project: Uuid,
-        to: &str,
-        template: &str,
-        vars: &HashMap<String, String>,
-        project_override: Option<(String, String)>,
-        now: i64,
+        letter: Letter<'_>,
         wait: std::time::Duration,
     ) -> Result<Result<(), String>, MailError> {
-        let outgoing = self
-            .record(project, to, template, vars, project_override, now)
-            .await?;
+        let outgoing = self.record(letter).await?;
         let delivery = tokio::spawn(outgoing.deliver(self.store.clone()));
         Ok(match tokio::time::timeout(wait, delivery).await {
             Ok(Ok(outcome)) => outcome,
@@ -90,15 +83,15 @@ impl Mailer {
 
     /// Renders and stores a message: "sent" with its bodies in the dev mailbox, "queued"
     /// without them when it goes to a mail server.
-    async fn record(
-        &self,
-        project: Uuid,
-        to: &str,
-        template: &str,
-        vars: &HashMap<String, String>,
-        project_override: Option<(String, String)>,
-        now: i64,
-    ) -> Result<Outgoing, MailError> {
+    async fn record(&self, letter: Letter<'_>) -> Result<Outgoing, MailError> {
+        let Letter {
+            project,
+            to,
+            template,
+            vars,
+            smtp: project_override,
+            now,
+        } = letter;
         let rendered = templates::render(template, vars)
             .ok_or_else(|| MailError::UnknownTemplate(template.to_owned()))?;
         let (smtp_url, from) = match project_override {
