@@ -321,6 +321,7 @@ async fn sign_in(
         csrf: String::new(),
         current: project_id,
         projects: Vec::new(),
+        stored_at_millis: 0,
     };
     let name = match app
         .auth

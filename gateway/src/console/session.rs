@@ -2,7 +2,8 @@
 //! project and only the key's SHA-256; the browser holds a random session id in an HttpOnly,
 //! SameSite=Strict cookie (Secure when the public URL is https). Every request checks the key
 //! again (through the gateway's key cache), so revoking it ends the session within the cache's
-//! lifetime, and every request restarts the idle clock.
+//! lifetime, and every request restarts the idle clock (stored again at most once a minute, so
+//! a busy console costs its session store a write a minute, not one per request).
 
 use std::time::Duration;
 
@@ -21,6 +22,9 @@ pub const COOKIE_NAME: &str = "latchkey_console";
 /// Sessions end after this long without a request.
 pub const IDLE: Duration = Duration::from_secs(30 * 60);
 const ID_LEN: usize = 45;
+/// How stale the stored idle clock may get: sessions end between `IDLE` and `IDLE` plus this
+/// after the last request.
+const TOUCH_EVERY_MILLIS: i64 = 60_000;
 
 /// A project the browser signed in to.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -36,6 +40,9 @@ pub struct Session {
     pub csrf: String,
     pub current: Uuid,
     pub projects: Vec<SignedIn>,
+    /// When the session was last stored, which restarted its idle clock.
+    #[serde(default)]
+    pub stored_at_millis: i64,
 }
 
 impl Session {
@@ -110,6 +117,7 @@ pub async fn load(app: &AppState, id: Option<String>) -> Option<(String, Session
     let key = hash_secret(&id);
     let text = app.console.get(&key).await.ok()??;
     let mut session: Session = serde_json::from_str(&text).ok()?;
+    let before = (session.current, session.projects.len());
     let mut kept = Vec::new();
     for p in session.projects.drain(..) {
         let outcome = app
@@ -131,12 +139,24 @@ pub async fn load(app: &AppState, id: Option<String>) -> Option<(String, Session
             }
         }
     }
-    save(app, &id, &session).await.ok()?;
+    let unchanged = before == (session.current, session.projects.len());
+    if !unchanged || now_millis() - session.stored_at_millis >= TOUCH_EVERY_MILLIS {
+        save(app, &id, &session).await.ok()?;
+    }
     Some((id, session))
 }
 
+fn now_millis() -> i64 {
+    latchkey_shared::clock::system().now_millis()
+}
+
+/// Stores the session, which restarts its idle clock.
 pub async fn save(app: &AppState, id: &str, session: &Session) -> anyhow::Result<()> {
-    let text = serde_json::to_string(session)?;
+    let stored = Session {
+        stored_at_millis: now_millis(),
+        ..session.clone()
+    };
+    let text = serde_json::to_string(&stored)?;
     app.console.put(&hash_secret(id), &text, IDLE).await
 }
 

@@ -883,3 +883,52 @@ both_modes!(
         assert_eq!(providers().await, json!([]));
     }
 );
+
+/// A console session's idle clock is stored again at most once a minute, not on every request
+/// (in production that is one Redis write per request saved).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_console_session_is_not_stored_again_on_every_request() {
+    let app = TestApp::spawn(Mode::Distributed).await;
+    {
+        let mut browser = Browser::new(&app);
+        let p = app.project.clone();
+        assert_eq!(browser.sign_in(&p.id, &p.admin_key).await.status(), 303);
+        let prefix = app
+            .redis_prefix()
+            .unwrap_or_else(|| panic!("no Redis prefix"));
+        let client = redis::Client::open(redis_url()).unwrap_or_else(|e| panic!("{e}"));
+        let mut redis = client
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}console:*"))
+            .query_async(&mut redis)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        let ttl = || {
+            let (key, mut redis) = (keys[0].clone(), redis.clone());
+            async move {
+                let ms: i64 = redis::cmd("PTTL")
+                    .arg(key)
+                    .query_async(&mut redis)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                ms
+            }
+        };
+        let first = ttl().await;
+        assert!(first > 1_790_000, "{first}");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        for _ in 0..3 {
+            assert_eq!(browser.get("/console/project").await.0, 200);
+        }
+        let later = ttl().await;
+        assert!(
+            later <= first - 1000,
+            "a request stored the session again: {first} ms → {later} ms"
+        );
+    }
+    app.finish().await;
+}

@@ -385,6 +385,18 @@ impl TestApp {
         )
     }
 
+    /// The Redis key prefix of a distributed stack; None in embedded mode.
+    pub fn redis_prefix(&self) -> Option<String> {
+        match &self.stack {
+            Some(Stack::Processes(processes)) => processes
+                .env
+                .iter()
+                .find(|(k, _)| k == "LATCHKEY_REDIS_KEY_PREFIX")
+                .map(|(_, v)| v.clone()),
+            _ => None,
+        }
+    }
+
     pub async fn finish(mut self) {
         match self.stack.take() {
             Some(Stack::InProcess(running)) => expect(running.shutdown().await, "clean shutdown"),
