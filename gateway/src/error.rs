@@ -52,6 +52,14 @@ impl ApiError {
     pub fn code(&self) -> ErrorCode {
         self.0.code
     }
+
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        self.1.unwrap_or_else(|| {
+            StatusCode::from_u16(self.0.code.http_status())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+        })
+    }
 }
 
 impl From<tonic::Status> for ApiError {
@@ -73,9 +81,7 @@ impl From<CodedError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = self.0.code;
-        let status = self.1.unwrap_or_else(|| {
-            StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-        });
+        let status = self.status();
         let mut body = json!({ "code": code.wire(), "error": self.0.message });
         if let Some(details) = self.0.details {
             body["details"] = details;

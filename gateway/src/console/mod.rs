@@ -39,6 +39,17 @@ use session::{Session, SignedIn};
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+const KEY_SET: pages::Thing = pages::Thing {
+    section: "keys",
+    what: "key set",
+    back: "/console/keys",
+};
+
+/// An id from a console path in the API's spelling, or None when it is not a UUID.
+fn uuid_param(text: &str) -> Option<String> {
+    uuid::Uuid::parse_str(text).ok().map(|u| u.to_string())
+}
+
 /// The double-submit cookie that protects the sign-in form, which no session covers yet.
 const SIGN_IN_CSRF: &str = "latchkey_console_csrf";
 
@@ -478,13 +489,13 @@ async fn confirm_revoke(
     Signed(_, session): Signed,
     Path(id): Path<String>,
 ) -> Response {
-    let Ok(id) = uuid::Uuid::parse_str(&id) else {
+    let Some(id) = uuid_param(&id) else {
         return redirect("/console/keys");
     };
-    match internal::key_sets(&app, &session.access(None)).await {
-        Ok(keys) if keys.iter().any(|k| k["id"] == id.to_string().as_str()) => {}
-        Ok(_) => return pages::missing(&session, "keys", "key set", "/console/keys"),
-        Err(e) => return e.into_response(),
+    let found = internal::key_sets(&app, &session.access(None)).await;
+    let found = found.map(|keys| keys.iter().any(|k| k["id"] == id.as_str()));
+    if let Some(refusal) = pages::unless_found(found, &session, &KEY_SET) {
+        return refusal;
     }
     page(
         StatusCode::OK,

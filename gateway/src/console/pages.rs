@@ -7,6 +7,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::session::Session;
+use crate::error::ApiError;
 
 /// What every signed-in page's header shows.
 pub struct Nav {
@@ -214,27 +215,40 @@ pub struct Missing {
     pub back: &'static str,
 }
 
+/// Something a console page names by id: its section, what it is called, and where the
+/// page that lists it is.
+pub struct Thing {
+    pub section: &'static str,
+    pub what: &'static str,
+    pub back: &'static str,
+}
+
 /// 404 for something the signed-in project does not have, whether it is gone, was never
 /// there, or is another project's: the page does not say which.
-pub fn missing(
-    session: &Session,
-    section: &'static str,
-    what: &str,
-    back: &'static str,
-) -> Response {
+pub fn missing(session: &Session, thing: &Thing) -> Response {
     page(
         StatusCode::NOT_FOUND,
         &Missing {
-            nav: Some(Nav::of(session, section)),
-            what: what.to_owned(),
-            back,
+            nav: Some(Nav::of(session, thing.section)),
+            what: thing.what.to_owned(),
+            back: thing.back,
         },
     )
 }
 
-/// The status the API answers with for an error, for a page that shows it.
-pub fn status_of(e: &crate::error::ApiError) -> StatusCode {
-    StatusCode::from_u16(e.code().http_status()).unwrap_or(StatusCode::BAD_REQUEST)
+/// What a page answers instead when the thing it names is not the project's: `found` is the
+/// look-up, where the API's 404 counts as not found.
+pub fn unless_found(
+    found: Result<bool, ApiError>,
+    session: &Session,
+    thing: &Thing,
+) -> Option<Response> {
+    match found {
+        Ok(true) => None,
+        Ok(false) => Some(missing(session, thing)),
+        Err(e) if e.status() == StatusCode::NOT_FOUND => Some(missing(session, thing)),
+        Err(e) => Some(e.into_response()),
+    }
 }
 
 /// A rendered page with `status`.

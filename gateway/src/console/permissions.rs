@@ -11,6 +11,12 @@ use serde_json::json;
 use super::pages::{self, page, redirect, Confirm, DefinitionRow, Nav, ScopeView};
 use super::session::Session;
 use super::{CsrfOnly, Posted, Signed};
+
+const PERMISSION: pages::Thing = pages::Thing {
+    section: "permissions",
+    what: "permission",
+    back: "/console/permissions",
+};
 use crate::routes::permissions as api;
 use crate::state::AppState;
 
@@ -115,17 +121,10 @@ pub async fn confirm_delete(
     let Some(scope) = scope(&scope_text) else {
         return redirect("/console/permissions");
     };
-    match api::definitions(&app, &session.access(None), scope).await {
-        Ok(list) if list.iter().any(|d| d["id"] == id.as_str()) => {}
-        Ok(_) => {
-            return pages::missing(
-                &session,
-                "permissions",
-                "permission",
-                "/console/permissions",
-            )
-        }
-        Err(e) => return e.into_response(),
+    let found = api::definitions(&app, &session.access(None), scope).await;
+    let found = found.map(|list| list.iter().any(|d| d["id"] == id.as_str()));
+    if let Some(refusal) = pages::unless_found(found, &session, &PERMISSION) {
+        return refusal;
     }
     page(
         StatusCode::OK,
@@ -156,14 +155,9 @@ pub async fn delete(
             let notice = Some(format!("{id} was deleted."));
             permissions_page(&app, &session, StatusCode::OK, notice, None).await
         }
-        Err(e) if pages::status_of(&e) == StatusCode::NOT_FOUND => pages::missing(
-            &session,
-            "permissions",
-            "permission",
-            "/console/permissions",
-        ),
+        Err(e) if e.status() == StatusCode::NOT_FOUND => pages::missing(&session, &PERMISSION),
         Err(e) => {
-            let status = pages::status_of(&e);
+            let status = e.status();
             permissions_page(&app, &session, status, Some(e.0.message), None).await
         }
     }

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::pages::{self, page, redirect, Confirm, MemberRow, Nav, TeamRow};
 use super::session::Session;
-use super::{CsrfOnly, Posted, Signed};
+use super::{uuid_param, CsrfOnly, Posted, Signed};
 use crate::routes::{team_invitations, team_member_profiles, teams as api};
 use crate::state::AppState;
 
@@ -30,9 +30,11 @@ pub async fn list(State(app): State<AppState>, Signed(_, session): Signed) -> Re
     }
 }
 
-fn team_id(text: &str) -> Option<String> {
-    Uuid::parse_str(text).ok().map(|u| u.to_string())
-}
+const MEMBER: pages::Thing = pages::Thing {
+    section: "teams",
+    what: "team member",
+    back: "/console/teams",
+};
 
 /// The team page; `add` is the add-member form as sent, with the API's refusal.
 async fn team_page(
@@ -136,7 +138,7 @@ pub async fn show(
     Signed(_, session): Signed,
     Path(id): Path<String>,
 ) -> Response {
-    let Some(id) = team_id(&id) else {
+    let Some(id) = uuid_param(&id) else {
         return redirect("/console/teams");
     };
     team_page(
@@ -161,7 +163,7 @@ pub async fn add_member(
     Path(id): Path<String>,
     Posted(Signed(_, session), form): Posted<AddForm>,
 ) -> Response {
-    let Some(id) = team_id(&id) else {
+    let Some(id) = uuid_param(&id) else {
         return redirect("/console/teams");
     };
     let sent = form.user_id.trim().to_owned();
@@ -199,19 +201,16 @@ pub async fn confirm_remove(
     Signed(_, session): Signed,
     Path((id, user)): Path<(String, String)>,
 ) -> Response {
-    let (Some(id), Some(user)) = (team_id(&id), team_id(&user)) else {
+    let (Some(id), Some(user)) = (uuid_param(&id), uuid_param(&user)) else {
         return redirect("/console/teams");
     };
     let member = pb::MemberRef {
         team_id: id.clone(),
         user_id: user.clone(),
     };
-    match team_member_profiles::profile(&app, &session.access(None), member).await {
-        Ok(_) => {}
-        Err(e) if pages::status_of(&e) == StatusCode::NOT_FOUND => {
-            return pages::missing(&session, "teams", "team member", "/console/teams")
-        }
-        Err(e) => return e.into_response(),
+    let found = team_member_profiles::profile(&app, &session.access(None), member).await;
+    if let Some(refusal) = pages::unless_found(found.map(|_| true), &session, &MEMBER) {
+        return refusal;
     }
     page(
         StatusCode::OK,
@@ -235,7 +234,7 @@ pub async fn remove_member(
     Path((id, user)): Path<(String, String)>,
     Posted(Signed(_, session), _): Posted<CsrfOnly>,
 ) -> Response {
-    let (Some(id), Some(user)) = (team_id(&id), team_id(&user)) else {
+    let (Some(id), Some(user)) = (uuid_param(&id), uuid_param(&user)) else {
         return redirect("/console/teams");
     };
     let member = pb::MemberRef {

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::pages::{self, page, redirect, Confirm, Nav, SessionRow, UserFacts, UserRow, Users};
 use super::session::Session;
-use super::{CsrfOnly, Posted, Signed};
+use super::{uuid_param, CsrfOnly, Posted, Signed};
 use crate::routes::{auth_sessions, users as api};
 use crate::state::AppState;
 
@@ -93,9 +93,11 @@ async fn live_sessions(app: &AppState, access: &crate::access::Access, id: &str)
     }
 }
 
-fn user_id(text: &str) -> Option<String> {
-    Uuid::parse_str(text).ok().map(|u| u.to_string())
-}
+const USER: pages::Thing = pages::Thing {
+    section: "users",
+    what: "user",
+    back: "/console/users",
+};
 
 /// The user page, with `notice` or `error` above it and metadata `edited` by the form.
 async fn user_page(
@@ -131,7 +133,7 @@ pub async fn show(
     Signed(_, session): Signed,
     Path(id): Path<String>,
 ) -> Response {
-    let Some(id) = user_id(&id) else {
+    let Some(id) = uuid_param(&id) else {
         return redirect("/console/users");
     };
     user_page(&app, &session, &id, StatusCode::OK, (None, None), None).await
@@ -144,7 +146,7 @@ pub async fn save_metadata(
     Path(id): Path<String>,
     Posted(Signed(_, session), form): Posted<Vec<(String, String)>>,
 ) -> Response {
-    let Some(id) = user_id(&id) else {
+    let Some(id) = uuid_param(&id) else {
         return redirect("/console/users");
     };
     let mut fields = Vec::new();
@@ -208,7 +210,7 @@ pub async fn revoke_session(
     Path((id, session_id)): Path<(String, String)>,
     Posted(Signed(_, session), _): Posted<CsrfOnly>,
 ) -> Response {
-    let Some(id) = user_id(&id) else {
+    let Some(id) = uuid_param(&id) else {
         return redirect("/console/users");
     };
     // Only a session of this user: the page lists those, and nothing else may be ended here.
@@ -233,7 +235,7 @@ pub async fn revoke_all_sessions(
     Path(id): Path<String>,
     Posted(Signed(_, session), _): Posted<CsrfOnly>,
 ) -> Response {
-    let Some(id) = user_id(&id) else {
+    let Some(id) = uuid_param(&id) else {
         return redirect("/console/users");
     };
     let access = session.access(None);
@@ -257,15 +259,12 @@ pub async fn confirm_delete(
     Signed(_, session): Signed,
     Path(id): Path<String>,
 ) -> Response {
-    let Some(id) = user_id(&id) else {
+    let Some(id) = uuid_param(&id) else {
         return redirect("/console/users");
     };
-    match api::get_user(&app, &session.access(None), id.clone()).await {
-        Ok(_) => {}
-        Err(e) if pages::status_of(&e) == StatusCode::NOT_FOUND => {
-            return pages::missing(&session, "users", "user", "/console/users")
-        }
-        Err(e) => return e.into_response(),
+    let found = api::get_user(&app, &session.access(None), id.clone()).await;
+    if let Some(refusal) = pages::unless_found(found.map(|_| true), &session, &USER) {
+        return refusal;
     }
     page(
         StatusCode::OK,
@@ -289,7 +288,7 @@ pub async fn delete(
     Path(id): Path<String>,
     Posted(Signed(_, session), _): Posted<CsrfOnly>,
 ) -> Response {
-    let Some(id) = user_id(&id) else {
+    let Some(id) = uuid_param(&id) else {
         return redirect("/console/users");
     };
     match api::delete_user(&app, &session.access(None), id.clone()).await {

@@ -9,11 +9,10 @@ use axum::response::{IntoResponse, Response};
 use latchkey_proto::webhooks::v1 as pb;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use uuid::Uuid;
 
 use super::pages::{self, page, redirect, Confirm, DeliveryRow, EndpointRow, MailRow, Nav};
 use super::session::Session;
-use super::{CsrfOnly, Posted, Signed};
+use super::{uuid_param, CsrfOnly, Posted, Signed};
 use crate::routes::{internal, webhook_endpoints as api};
 use crate::state::AppState;
 
@@ -75,9 +74,11 @@ pub async fn add(
     }
 }
 
-fn endpoint_id(text: &str) -> Option<String> {
-    Uuid::parse_str(text).ok().map(|u| u.to_string())
-}
+const ENDPOINT: pages::Thing = pages::Thing {
+    section: "webhooks",
+    what: "webhook endpoint",
+    back: "/console/webhooks",
+};
 
 #[derive(Deserialize, Default)]
 pub struct PageQuery {
@@ -101,7 +102,7 @@ async fn endpoint_page(
         .iter()
         .find(|e| e["id"] == Value::String(id.to_owned()))
     else {
-        return pages::missing(session, "webhooks", "webhook endpoint", "/console/webhooks");
+        return pages::missing(session, &ENDPOINT);
     };
     let request = pb::ListDeliveriesRequest {
         endpoint_id: id.to_owned(),
@@ -143,7 +144,7 @@ pub async fn show(
     Path(id): Path<String>,
     Query(q): Query<PageQuery>,
 ) -> Response {
-    let Some(id) = endpoint_id(&id) else {
+    let Some(id) = uuid_param(&id) else {
         return redirect("/console/webhooks");
     };
     endpoint_page(&app, &session, &id, q.cursor, Default::default()).await
@@ -154,7 +155,7 @@ pub async fn send_test(
     Path(id): Path<String>,
     Posted(Signed(_, session), _): Posted<CsrfOnly>,
 ) -> Response {
-    let Some(id) = endpoint_id(&id) else {
+    let Some(id) = uuid_param(&id) else {
         return redirect("/console/webhooks");
     };
     let said = match api::send_test(&app, &session.access(None), id.clone()).await {
@@ -173,7 +174,7 @@ pub async fn replay(
     Path((id, message_id)): Path<(String, String)>,
     Posted(Signed(_, session), _): Posted<CsrfOnly>,
 ) -> Response {
-    let Some(id) = endpoint_id(&id) else {
+    let Some(id) = uuid_param(&id) else {
         return redirect("/console/webhooks");
     };
     let access = session.access(None);
@@ -195,20 +196,13 @@ pub async fn confirm_rotate(
     Signed(_, session): Signed,
     Path(id): Path<String>,
 ) -> Response {
-    let Some(id) = endpoint_id(&id) else {
+    let Some(id) = uuid_param(&id) else {
         return redirect("/console/webhooks");
     };
-    match api::endpoints(&app, &session.access(None)).await {
-        Ok(list) if list.iter().any(|e| e["id"] == id.as_str()) => {}
-        Ok(_) => {
-            return pages::missing(
-                &session,
-                "webhooks",
-                "webhook endpoint",
-                "/console/webhooks",
-            )
-        }
-        Err(e) => return e.into_response(),
+    let found = api::endpoints(&app, &session.access(None)).await;
+    let found = found.map(|list| list.iter().any(|e| e["id"] == id.as_str()));
+    if let Some(refusal) = pages::unless_found(found, &session, &ENDPOINT) {
+        return refusal;
     }
     page(
         StatusCode::OK,
@@ -231,7 +225,7 @@ pub async fn rotate(
     Path(id): Path<String>,
     Posted(Signed(_, session), _): Posted<CsrfOnly>,
 ) -> Response {
-    let Some(id) = endpoint_id(&id) else {
+    let Some(id) = uuid_param(&id) else {
         return redirect("/console/webhooks");
     };
     let said = match api::rotate_secret(&app, &session.access(None), id.clone()).await {
