@@ -30,6 +30,11 @@ struct Args {
     teams: usize,
     /// Users for the large-list comparison (0: skipped).
     large_users: usize,
+    /// The systems to run (`--mode embedded` or `--mode distributed`; both by default).
+    modes: Vec<&'static str>,
+    /// Only the hot paths (`--hot`: `/users/me`, refresh, sign-in, `/users/me` under a
+    /// sign-in flood), for profiling one change at a time.
+    hot: bool,
 }
 
 impl Args {
@@ -47,6 +52,16 @@ impl Args {
             users: 10_000,
             teams: value("--teams").map_or(1_000, |t| t as usize),
             large_users: value("--users").map_or(0, |u| u as usize),
+            modes: match args
+                .iter()
+                .position(|a| a == "--mode")
+                .map(|i| args.get(i + 1))
+            {
+                Some(Some(m)) if m == "embedded" => vec!["embedded"],
+                Some(Some(m)) if m == "distributed" => vec!["distributed"],
+                _ => vec!["embedded", "distributed"],
+            },
+            hot: args.iter().any(|a| a == "--hot"),
         }
     }
 }
@@ -125,7 +140,7 @@ async fn run() -> anyhow::Result<()> {
         stats: bare_stats,
     }];
     let mut figures = Vec::new();
-    for mode in ["embedded", "distributed"] {
+    for &mode in &args.modes {
         let stack = match mode {
             "embedded" => Stack::embedded().await?,
             _ => Stack::distributed().await?,
@@ -133,6 +148,12 @@ async fn run() -> anyhow::Result<()> {
         let fixtures = seed::seed(&stack, args.users, args.teams).await?;
         let (mode_rows, mut mode_figures) = round(&stack, &fixtures, &args, duration).await;
         rows.extend(mode_rows);
+        if args.hot {
+            mode_figures.memory = stack.rss();
+            figures.push((stack.mode, mode_figures));
+            stack.stop().await?;
+            continue;
+        }
         rows.extend(
             users_lists(
                 &stack,
@@ -314,6 +335,9 @@ async fn round(
         .unwrap_or_default();
     let _ = flood.join();
     add("GET /users/me while sign-ins saturate argon2", under);
+    if args.hot {
+        return (rows, figures);
+    }
 
     let profiles = rendered(
         stack,

@@ -272,6 +272,18 @@ impl<DB: Database> Transaction<DB> {
         };
         result
     }
+
+    /// Rolls back now, rather than leaving it to the drop (which settles the connection on a
+    /// task of its own before it is reused).
+    pub async fn rollback(mut self) -> sqlx::Result<()> {
+        let result = DB::TransactionManager::rollback(self.conn.raw()).await;
+        self.conn.state = match &result {
+            Ok(()) => State::Clean,
+            Err(e) if breaks_connection(e) => State::Broken,
+            Err(_) => State::InTransaction,
+        };
+        result
+    }
 }
 
 /// Statements run on the connection itself; `&mut *tx` is an executor, as with sqlx's own

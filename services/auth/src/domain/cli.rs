@@ -125,7 +125,9 @@ pub async fn poll(app: &App, ctx: &Context, polling_code: &str) -> Result<Poll> 
         lifetime,
         browser.is_impersonation,
     );
-    app.accounts.insert_session(&new).await?;
+    if !app.accounts.insert_session(&new).await? {
+        return Err(invalid_polling_code());
+    }
     // The session exists before the claim, so a claimed login always has its session; a poll
     // that loses the race, or fails to claim, removes the one it made.
     let claimed = app.cli_logins.claim(ctx.project_id, login.id, now).await;

@@ -8,9 +8,11 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::sessions::{self, Tokens};
+use super::settings::Settings;
 use super::{totp, users};
 use crate::app::App;
 use crate::error::{coded, Error, Result};
+use crate::store::accounts::UserRow;
 
 pub const ATTEMPT_KIND: &str = "MFA_ATTEMPT";
 const ATTEMPT_TTL_MILLIS: i64 = 5 * 60 * 1000;
@@ -30,13 +32,30 @@ pub async fn sign_in(
     user_id: Uuid,
     is_new_user: bool,
 ) -> Result<SignedIn> {
-    let row = app
-        .accounts
-        .user(ctx.project_id, user_id)
-        .await?
-        .ok_or_else(|| users::not_found(user_id))?;
+    let (row, (_, settings)) = tokio::try_join!(
+        async {
+            app.accounts
+                .user(ctx.project_id, user_id)
+                .await?
+                .ok_or_else(|| users::not_found(user_id))
+        },
+        app.project(ctx.project_id),
+    )?;
+    sign_in_as(app, ctx, &row, &settings, is_new_user).await
+}
+
+/// [`sign_in`] for a row and settings the caller has just read, so a password sign-in does not
+/// read again what it checked the password against. A user deleted since is not signed in:
+/// opening the session finds the row gone.
+pub async fn sign_in_as(
+    app: &App,
+    ctx: &Context,
+    row: &UserRow,
+    settings: &Settings,
+    is_new_user: bool,
+) -> Result<SignedIn> {
     if row.totp_secret.is_some() {
-        let data = json!({ "user_id": user_id, "is_new_user": is_new_user });
+        let data = json!({ "user_id": row.id, "is_new_user": is_new_user });
         let attempt_code = app
             .codes
             .create(ctx.project_id, ATTEMPT_KIND, &data, ATTEMPT_TTL_MILLIS)
@@ -47,7 +66,7 @@ pub async fn sign_in(
         )
         .with_details(json!({ "attempt_code": attempt_code })));
     }
-    let user = users::get(app, ctx, user_id).await?;
+    let user = users::compose(app, ctx, row, settings).await?;
     let tokens = sessions::open(app, ctx, &user, sessions::DEFAULT_LIFETIME_MILLIS, false).await?;
     Ok(SignedIn {
         user,

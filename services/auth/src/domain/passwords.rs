@@ -191,7 +191,7 @@ pub async fn sign_in(
     let Some(row) = row.filter(|_| matches) else {
         return Err(mismatch());
     };
-    let signed_in = super::mfa::sign_in(app, ctx, row.id, false).await?;
+    let signed_in = super::mfa::sign_in_as(app, ctx, &row, &settings, false).await?;
     Ok((signed_in.user, signed_in.tokens))
 }
 

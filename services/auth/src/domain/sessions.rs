@@ -71,7 +71,9 @@ pub async fn open(
         .and_then(|s| Uuid::parse_str(s).ok())
         .ok_or_else(refresh_refused)?;
     let (new, token) = new_session(ctx.project_id, user_id, app.now(), lifetime, impersonation);
-    app.accounts.insert_session(&new).await?;
+    if !app.accounts.insert_session(&new).await? {
+        return Err(super::users::not_found(user_id));
+    }
     tokens_for(app, ctx.project_id, user, new.session.id, token).await
 }
 

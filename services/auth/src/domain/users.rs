@@ -165,6 +165,29 @@ pub async fn get(app: &App, ctx: &Context, id: Uuid) -> Result<Value> {
     Ok(user)
 }
 
+/// One user composed from a row and settings the caller has just read (a sign-in that checked
+/// the password against that row): channels and provider records at once, then the selected
+/// team if there is one.
+pub async fn compose(
+    app: &App,
+    ctx: &Context,
+    row: &UserRow,
+    settings: &Settings,
+) -> Result<Value> {
+    let ids = [row.id];
+    let (channels, oauth) =
+        tokio::try_join!(channels_of(app, ctx, &ids), oauth_of(app, ctx, &ids))?;
+    let mut user = [view(
+        row,
+        of(&channels, &row.id),
+        of(&oauth, &row.id),
+        settings,
+    )];
+    with_selected_teams(app, ctx, &mut user).await?;
+    let [user] = user;
+    Ok(user)
+}
+
 /// The user as an access token describes it (70 §1.1), under settings the caller has read:
 /// row and channels at once, provider records left out (no claim shows them).
 pub async fn for_token(app: &App, ctx: &Context, id: Uuid, settings: &Settings) -> Result<Value> {

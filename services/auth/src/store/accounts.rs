@@ -453,19 +453,46 @@ impl Accounts {
         written
     }
 
-    /// Opens a session and marks the user active.
-    pub async fn insert_session(&self, s: &NewSession) -> Result<(), StoreError> {
+    /// Opens a session and marks the user active; `false` (and nothing written) when the user
+    /// is gone, which a sign-in racing the user's deletion can meet. The user's row is updated
+    /// first, so a deletion either came before (nothing is inserted) or waits for this write.
+    pub async fn insert_session(&self, s: &NewSession) -> Result<bool, StoreError> {
+        let n = &s.session;
         self.remembered
-            .writing(&(s.session.project_id, s.session.user_id), async {
-                with_pool!(&self.db, pool => {
-                    let mut tx = pool.begin().await?;
-                    insert_session!(&mut *tx, s);
-                    sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
-                        .bind(s.session.created_at_millis).bind(s.session.project_id).bind(s.session.user_id)
-                        .execute(&mut *tx).await?;
-                    tx.commit().await?;
-                });
-                Ok(())
+            .writing(&(n.project_id, n.user_id), async {
+                let opened = match &self.db {
+                    // One statement (one round trip) on PostgreSQL: each insert reads the row
+                    // the step before returned, so the three run in order or not at all.
+                    Database::Postgres(pool) => {
+                        let sql = format!(
+                            "WITH u AS (UPDATE users SET last_active_at_millis = $5                              WHERE project_id = $1 AND id = $3 RETURNING id),                              s AS (INSERT INTO sessions ({SESSION_COLUMNS})                              SELECT $1, $2, u.id, $4, $5, $6, $7 FROM u RETURNING id)                              INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis)                              SELECT $1, $8, s.id, $5 FROM s"
+                        );
+                        sqlx::query(&sql)
+                            .bind(n.project_id).bind(n.id).bind(n.user_id).bind(n.is_impersonation)
+                            .bind(n.created_at_millis).bind(n.last_used_at_millis).bind(n.expires_at_millis)
+                            .bind(&s.token_hash)
+                            .execute(pool)
+                            .await?
+                            .rows_affected()
+                            > 0
+                    }
+                    Database::Sqlite(pool) => {
+                        let mut tx = pool.begin().await?;
+                        let marked = sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                            .bind(n.created_at_millis).bind(n.project_id).bind(n.user_id)
+                            .execute(&mut *tx).await?
+                            .rows_affected()
+                            > 0;
+                        if marked {
+                            insert_session!(&mut *tx, s);
+                            tx.commit().await?;
+                        } else {
+                            tx.rollback().await?;
+                        }
+                        marked
+                    }
+                };
+                Ok(opened)
             })
             .await
     }
