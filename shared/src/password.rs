@@ -141,18 +141,24 @@ impl Lanes {
     }
 }
 
-/// Lowers the calling thread's priority (nice 10, batch scheduling): hashing is throughput
-/// work that takes whatever the cores have left, while a request thread that wakes up is
-/// someone waiting, so it should not sit behind a hash in the scheduler's queue. Lanes still
-/// get every cycle the rest leaves idle. Raising niceness needs no privilege.
+/// Lowers the calling thread's priority to the floor (nice 19, batch scheduling): hashing is
+/// throughput work that takes whatever the cores have left, while a request thread that wakes up
+/// is someone waiting. The scheduler lets a running thread finish a slice of its own before a
+/// waking one of higher priority takes the core, so how often a lane is picked while requests
+/// are waiting is what reaches request latency; at nice 10 that was often enough to triple
+/// `/users/me`'s p99 under a sign-in flood, at nice 19 it stays within 2x. Lanes still get every
+/// cycle the rest leaves idle (a sign-in flood alone keeps them busy), and under a read flood
+/// sign-ins slow down rather than reads. `SCHED_IDLE` was measured too and is worse: a core
+/// running only idle-policy work is not balanced onto, so request threads pile up on the other
+/// core. Raising niceness needs no privilege.
 fn yield_to_requests() {
     #[cfg(target_os = "linux")]
     {
         use thread_priority::{
             NormalThreadSchedulePolicy, ThreadPriority, ThreadPriorityValue, ThreadSchedulePolicy,
         };
-        // The crate maps 0..=99 onto niceness 19..=-20; 22 is nice 10.
-        let lowered = ThreadPriorityValue::try_from(22u8)
+        // The crate maps 0..=99 onto niceness 19..=-20.
+        let lowered = ThreadPriorityValue::try_from(0u8)
             .map_err(|e| format!("{e:?}"))
             .and_then(|value| {
                 thread_priority::set_thread_priority_and_policy(
@@ -336,8 +342,8 @@ mod tests {
             })
             .collect();
         assert!(!lanes.is_empty());
-        // Nice 10, SCHED_BATCH (3).
-        assert!(lanes.iter().all(|l| *l == (10, 3)), "{lanes:?}");
+        // Nice 19, SCHED_BATCH (3).
+        assert!(lanes.iter().all(|l| *l == (19, 3)), "{lanes:?}");
     }
 
     #[tokio::test]
