@@ -78,6 +78,9 @@ struct Row {
 struct ModeFigures {
     /// Share of the hashing lanes' time spent waiting for work during the sign-in flood.
     lanes_idle: f64,
+    /// Raw argon2id verifications per second measured right before this mode's sign-in flood,
+    /// the denominator of its sign-in ratio: this machine's rate drifts by 15 % over minutes.
+    argon2_per_second: f64,
     /// Resident memory per component after the run (MiB).
     memory: Vec<(String, f64)>,
 }
@@ -316,6 +319,9 @@ async fn round(
         blast(same(refresh), 200),
     );
 
+    figures.argon2_per_second = limits::argon2_per_second(duration)
+        .await
+        .unwrap_or(f64::NAN);
     // The lanes' idle share: of the wall time the flood lasted on every lane, what they did not
     // spend hashing (auth runs one lane per core).
     let busy_before = lane_busy_seconds(stack).await;
@@ -516,8 +522,11 @@ fn report(
             if *mode == "embedded" { 0.15 } else { 0.10 },
         ));
         targets.push((
-            format!("{mode}: sign-ins / raw argon2id"),
-            find(mode, "POST /auth/password/sign-in").per_second / machine.argon2_per_second,
+            format!(
+                "{mode}: sign-ins / raw argon2id ({:.1}/s just before)",
+                fig.argon2_per_second
+            ),
+            find(mode, "POST /auth/password/sign-in").per_second / fig.argon2_per_second,
             ">=",
             0.90,
         ));
