@@ -401,14 +401,6 @@ impl Cli {
     }
 }
 
-/// mimalloc instead of glibc's malloc. glibc frees a block into the arena it came from, under
-/// that arena's lock, so a low-priority hashing lane that frees a request thread's block and is
-/// preempted while holding the lock stalls that request thread until the lane runs again (the
-/// tail of `/users/me` under a sign-in flood). mimalloc hands blocks freed by another thread back
-/// without a lock.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();

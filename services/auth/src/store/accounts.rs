@@ -651,3 +651,87 @@ macro_rules! insert_session {
     }};
 }
 use insert_session;
+
+#[cfg(test)]
+mod tests {
+    use latchkey_shared::clock::ManualClock;
+
+    use super::*;
+    use crate::domain::{projects, sessions, users};
+    use crate::store::{PostgresStore, SqliteStore};
+
+    /// A session opens for a user that is there, marking it active, and for no other: a
+    /// sign-in that lost a race with the user's deletion writes nothing and says so.
+    async fn sessions_open_only_for_present_users(accounts: &Accounts, project: Uuid) {
+        let user = users::new_row(project, 1_000);
+        accounts
+            .insert_user(&user, None, &[])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (new, _) = sessions::new_session(project, user.id, 5_000, 60_000, false);
+        assert_eq!(accounts.insert_session(&new).await.ok(), Some(true));
+        let found = accounts.find_token(project, &new.token_hash).await;
+        assert_eq!(
+            found.ok().flatten().map(|t| t.session.id),
+            Some(new.session.id)
+        );
+        let row = accounts.user_from_database(project, user.id).await;
+        assert_eq!(
+            row.ok().flatten().map(|r| r.last_active_at_millis),
+            Some(5_000)
+        );
+
+        accounts
+            .delete_user(project, user.id, &[])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        for user_id in [user.id, Uuid::new_v4()] {
+            let (late, _) = sessions::new_session(project, user_id, 6_000, 60_000, false);
+            assert_eq!(accounts.insert_session(&late).await.ok(), Some(false));
+            let found = accounts.find_token(project, &late.token_hash).await;
+            assert!(matches!(found, Ok(None)), "{found:?}");
+            assert!(matches!(
+                accounts.session(project, late.session.id).await,
+                Ok(None)
+            ));
+        }
+    }
+
+    #[tokio::test]
+    async fn sqlite_sessions_open_only_for_present_users() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("sqlite://{}/auth.db", dir.path().display());
+        let db = Database::connect_and_migrate(&url, crate::MIGRATIONS)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let Database::Sqlite(pool) = db.clone() else {
+            panic!("sqlite did not open")
+        };
+        let created = projects::create(&SqliteStore::new(pool), &ManualClock::new(1), "A")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        sessions_open_only_for_present_users(&Accounts::new(db), created.project.id).await;
+    }
+
+    #[tokio::test]
+    async fn postgres_sessions_open_only_for_present_users() {
+        let infra = latchkey_shared::testing::Infra::new();
+        let url = infra
+            .postgres_database("auth_sessions")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let db = Database::connect_and_migrate(&url, crate::MIGRATIONS)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let Database::Postgres(pool) = db.clone() else {
+            panic!("postgres did not open")
+        };
+        let created =
+            projects::create(&PostgresStore::new(pool.clone()), &ManualClock::new(1), "A")
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        sessions_open_only_for_present_users(&Accounts::new(db), created.project.id).await;
+        pool.close().await;
+        infra.cleanup().await;
+    }
+}
