@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use latchkey_shared::error::ErrorCode;
+use latchkey_shared::error::{CodedError, ErrorCode};
 use latchkey_shared::events::Event;
 use latchkey_shared::grpc::Context;
 use latchkey_shared::headers::AccessType;
@@ -18,7 +18,7 @@ use super::sessions::{self, Tokens};
 use super::settings::Settings;
 use super::users;
 use crate::app::App;
-use crate::error::{coded, Result};
+use crate::error::{coded, Error, Result};
 use crate::store::accounts::UserRow;
 
 /// `POST /auth/anonymous/sign-up`: a new anonymous user and its session. Not a sign-up in the
@@ -80,10 +80,31 @@ async fn make_full(app: &App, ctx: &Context, mut row: UserRow, settings: &Settin
     if app.accounts.upgrade_anonymous(&row, &[event]).await? {
         Ok(())
     } else {
-        Err(coded(
-            ErrorCode::BadRequest,
-            "This anonymous user was signed up or deleted meanwhile; sign in instead.",
-        ))
+        Err(upgraded_meanwhile())
+    }
+}
+
+fn upgraded_meanwhile() -> Error {
+    coded(
+        ErrorCode::BadRequest,
+        "This anonymous user was signed up or deleted meanwhile; sign in instead.",
+    )
+}
+
+/// The answer of a sign-up whose address reservation failed. Two sign-ups racing to upgrade
+/// one anonymous user each reserve a primary address for it, and contacts keeps one primary
+/// per user: the loser gets the refusal [`upgrade`] gives a loser, not "the user already has
+/// this address".
+pub fn reservation_refused(upgrading: bool, e: Error) -> Error {
+    match e {
+        Error::Upstream(status)
+            if upgrading
+                && CodedError::from_status(&status).code
+                    == ErrorCode::ContactChannelAlreadyExists =>
+        {
+            upgraded_meanwhile()
+        }
+        other => other,
     }
 }
 

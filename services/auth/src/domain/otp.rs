@@ -173,7 +173,9 @@ async fn create_user(app: &App, ctx: &Context, settings: &Settings, address: &st
     let mut row = anonymous.unwrap_or_else(|| users::new_row(ctx.project_id, app.now()));
     let user_id = row.id;
     row.otp_auth_enabled = true;
-    let channel = users::reserve_email(app, ctx, user_id, address, true, true).await?;
+    let channel = users::reserve_email(app, ctx, user_id, address, true, true)
+        .await
+        .map_err(|e| anonymous::reservation_refused(upgrading, e))?;
     if upgrading {
         anonymous::upgrade(app, ctx, row, settings, Some(channel)).await?;
     } else {

@@ -114,7 +114,9 @@ pub async fn sign_up(
     let user_id = row.id;
     row.password_hash = Some(app.passwords.hash(password).await?);
 
-    let channel_id = users::reserve_email(app, ctx, user_id, &address, false, true).await?;
+    let channel_id = users::reserve_email(app, ctx, user_id, &address, false, true)
+        .await
+        .map_err(|e| anonymous::reservation_refused(upgrading, e))?;
     let (user, tokens) = if upgrading {
         anonymous::upgrade(app, ctx, row, &settings, Some(channel_id)).await?;
         let user = users::get(app, ctx, user_id).await?;

@@ -199,7 +199,8 @@ pub async fn authenticate(
                 identity.email_verified,
                 email_for_auth,
             )
-            .await?,
+            .await
+            .map_err(|e| anonymous::reservation_refused(upgrading, e))?,
         ),
         None => None,
     };
