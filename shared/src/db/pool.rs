@@ -265,18 +265,19 @@ pub struct Transaction<DB: Database> {
 impl<DB: Database> Transaction<DB> {
     pub async fn commit(mut self) -> sqlx::Result<()> {
         let result = DB::TransactionManager::commit(self.conn.raw()).await;
-        self.conn.state = match &result {
-            Ok(()) => State::Clean,
-            Err(e) if breaks_connection(e) => State::Broken,
-            Err(_) => State::InTransaction,
-        };
-        result
+        self.ended(result)
     }
 
     /// Rolls back now, rather than leaving it to the drop (which settles the connection on a
     /// task of its own before it is reused).
     pub async fn rollback(mut self) -> sqlx::Result<()> {
         let result = DB::TransactionManager::rollback(self.conn.raw()).await;
+        self.ended(result)
+    }
+
+    /// Marks the connection after the transaction ended with `result`: clean, broken, or
+    /// still in a transaction that the drop rolls back.
+    fn ended(&mut self, result: sqlx::Result<()>) -> sqlx::Result<()> {
         self.conn.state = match &result {
             Ok(()) => State::Clean,
             Err(e) if breaks_connection(e) => State::Broken,

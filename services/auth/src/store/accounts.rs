@@ -465,7 +465,12 @@ impl Accounts {
                     // the step before returned, so the three run in order or not at all.
                     Database::Postgres(pool) => {
                         let sql = format!(
-                            "WITH u AS (UPDATE users SET last_active_at_millis = $5                              WHERE project_id = $1 AND id = $3 RETURNING id),                              s AS (INSERT INTO sessions ({SESSION_COLUMNS})                              SELECT $1, $2, u.id, $4, $5, $6, $7 FROM u RETURNING id)                              INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis)                              SELECT $1, $8, s.id, $5 FROM s"
+                            "WITH u AS (UPDATE users SET last_active_at_millis = $5 \
+                             WHERE project_id = $1 AND id = $3 RETURNING id), \
+                             s AS (INSERT INTO sessions ({SESSION_COLUMNS}) \
+                             SELECT $1, $2, u.id, $4, $5, $6, $7 FROM u RETURNING id) \
+                             INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) \
+                             SELECT $1, $8, s.id, $5 FROM s"
                         );
                         sqlx::query(&sql)
                             .bind(n.project_id).bind(n.id).bind(n.user_id).bind(n.is_impersonation)
