@@ -2,22 +2,13 @@
 //! audience and header, left out of lists unless asked for, upgraded in place by signing up,
 //! and deleted after the project's age. (The OAuth upgrade is in `oauth`.)
 
-use base64::Engine;
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::helpers::*;
 
 const PASSWORD: &str = "an anonymous password 1";
 const ALLOW: &str = "x-stack-allow-anonymous-user";
-
-fn claims(token: &str) -> Value {
-    let payload = token.split('.').nth(1).unwrap_or_default();
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload)
-        .unwrap_or_default();
-    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-}
 
 impl TestApp {
     async fn anonymous(&self) -> Session {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_error, both_modes, email, ok, TestApp};
+use crate::helpers::{assert_error, both_modes, claims, email, ok, TestApp};
 
 const PASSWORD: &str = "blue-harbor-lantern-42";
 
@@ -48,7 +48,9 @@ both_modes!(clients_manage_their_channels, |app: &TestApp| async move {
         (&json!(second), &json!(false), &json!(false))
     );
     let id = created["id"].as_str().unwrap_or_default().to_owned();
-    app.signed_in(&second, PASSWORD).await;
+    // Its token names the primary address, whichever address signed in.
+    let via_second = app.signed_in(&second, PASSWORD).await;
+    assert_eq!(claims(&via_second.access)["email"], address.as_str());
     let path = format!("/api/v1/contact-channels/me/{id}");
     assert_eq!(
         ok(

@@ -648,6 +648,16 @@ pub fn now_millis() -> i64 {
         .unwrap_or_default()
 }
 
+/// An access token's claims, read without checking the signature.
+pub fn claims(token: &str) -> Value {
+    use base64::Engine;
+    let payload = token.split('.').nth(1).unwrap_or_default();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .unwrap_or_default();
+    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+}
+
 /// A unique address for this test.
 pub fn email(tag: &str) -> String {
     format!(

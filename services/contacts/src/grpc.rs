@@ -117,10 +117,19 @@ impl pb::contacts_server::Contacts for Contacts {
         request: Request<pb::FindAuthChannelRequest>,
     ) -> Result<Response<pb::FindAuthChannelResponse>, Status> {
         let ctx = Context::read(request.metadata())?;
-        let channel =
-            channels::find_auth(&self.store, ctx.project_id, &request.get_ref().email).await?;
+        let req = request.get_ref();
+        let channel = channels::find_auth(&self.store, ctx.project_id, &req.email).await?;
+        let owner_channels = match &channel {
+            Some(c) if req.with_owner_channels => self
+                .store
+                .channels_of(ctx.project_id, &[c.user_id])
+                .await
+                .map_err(Error::from)?,
+            _ => Vec::new(),
+        };
         Ok(Response::new(pb::FindAuthChannelResponse {
             channel: channel.map(to_pb),
+            owner_channels: owner_channels.into_iter().map(to_pb).collect(),
         }))
     }
 

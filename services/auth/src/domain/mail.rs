@@ -41,15 +41,38 @@ pub async fn auth_channel(
     ctx: &Context,
     address: &str,
 ) -> Result<Option<contacts::Channel>> {
+    Ok(find(app, ctx, address, false).await?.channel)
+}
+
+async fn find(
+    app: &App,
+    ctx: &Context,
+    address: &str,
+    with_owner_channels: bool,
+) -> Result<contacts::FindAuthChannelResponse> {
     let request = contacts::FindAuthChannelRequest {
         email: address.to_owned(),
+        with_owner_channels,
     };
     Ok(app
         .contacts()
         .find_auth_channel(app.to_service(ctx, request))
         .await?
-        .into_inner()
-        .channel)
+        .into_inner())
+}
+
+/// The user signing in with this address, if any, with all their channels (one contacts call,
+/// so a password sign-in composes its token without asking again).
+pub async fn auth_owner(
+    app: &App,
+    ctx: &Context,
+    address: &str,
+) -> Result<Option<(Uuid, Vec<contacts::Channel>)>> {
+    let found = find(app, ctx, address, true).await?;
+    Ok(found
+        .channel
+        .and_then(|c| Uuid::parse_str(&c.user_id).ok())
+        .map(|user| (user, found.owner_channels)))
 }
 
 /// The user signing in with this address, if any.

@@ -2,6 +2,7 @@
 //! only `POST /auth/mfa/sign-in` with a valid TOTP turns into a session.
 
 use base64::Engine;
+use latchkey_proto::contacts::v1 as contacts;
 use latchkey_shared::error::ErrorCode;
 use latchkey_shared::grpc::Context;
 use serde_json::{json, Value};
@@ -32,7 +33,8 @@ pub async fn sign_in(
     user_id: Uuid,
     is_new_user: bool,
 ) -> Result<SignedIn> {
-    let (row, (_, settings)) = tokio::try_join!(
+    let ids = [user_id];
+    let (row, (_, settings), channels) = tokio::try_join!(
         async {
             app.accounts
                 .user(ctx.project_id, user_id)
@@ -40,17 +42,20 @@ pub async fn sign_in(
                 .ok_or_else(|| users::not_found(user_id))
         },
         app.project(ctx.project_id),
+        users::channels_of(app, ctx, &ids),
     )?;
-    sign_in_as(app, ctx, &row, &settings, is_new_user).await
+    let channels = users::of(&channels, &user_id);
+    sign_in_as(app, ctx, &row, channels, &settings, is_new_user).await
 }
 
-/// [`sign_in`] for a row and settings the caller has just read, so a password sign-in does not
-/// read again what it checked the password against. A user deleted since is not signed in:
-/// opening the session finds the row gone.
+/// [`sign_in`] for a row, channels and settings the caller has just read, so a password sign-in
+/// does not read again what it checked the password against. A user deleted since is not
+/// signed in: opening the session finds the row gone.
 pub async fn sign_in_as(
     app: &App,
     ctx: &Context,
     row: &UserRow,
+    channels: &[contacts::Channel],
     settings: &Settings,
     is_new_user: bool,
 ) -> Result<SignedIn> {
@@ -66,7 +71,7 @@ pub async fn sign_in_as(
         )
         .with_details(json!({ "attempt_code": attempt_code })));
     }
-    let user = users::compose(app, ctx, row, settings).await?;
+    let user = users::token_view(row, channels, settings);
     let tokens = sessions::open(app, ctx, &user, sessions::DEFAULT_LIFETIME_MILLIS, false).await?;
     Ok(SignedIn {
         user,
@@ -115,7 +120,8 @@ pub async fn verify(app: &App, ctx: &Context, attempt_code: &str, code: &str) ->
         return Err(invalid_totp());
     }
     app.codes.consume(ctx.project_id, &found).await?;
-    let user = users::get(app, ctx, user_id).await?;
+    let (_, settings) = app.project(ctx.project_id).await?;
+    let user = users::for_token(app, ctx, user_id, &settings).await?;
     let tokens = sessions::open(app, ctx, &user, sessions::DEFAULT_LIFETIME_MILLIS, false).await?;
     Ok(SignedIn {
         user,

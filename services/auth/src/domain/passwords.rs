@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::anonymous;
-use super::mail::{auth_user, mail_override, require_trusted};
+use super::mail::{auth_owner, auth_user, mail_override, require_trusted};
 use super::sessions::{self, Tokens};
 use super::settings::Settings;
 use super::user_write::password_len;
@@ -181,7 +181,7 @@ pub async fn sign_in(
     }
     let (_, settings) = app.project(ctx.project_id).await?;
     require_credential(&settings)?;
-    let user_id = auth_user(app, ctx, address).await?;
+    let (user_id, channels) = auth_owner(app, ctx, address).await?.unzip();
     // An unknown address reads a row too (the nil id, which never exists), so both take the
     // same steps: sign-in time must not tell whether an account exists.
     let row = app
@@ -193,7 +193,8 @@ pub async fn sign_in(
     let Some(row) = row.filter(|_| matches) else {
         return Err(mismatch());
     };
-    let signed_in = super::mfa::sign_in_as(app, ctx, &row, &settings, false).await?;
+    let channels = channels.unwrap_or_default();
+    let signed_in = super::mfa::sign_in_as(app, ctx, &row, &channels, &settings, false).await?;
     Ok((signed_in.user, signed_in.tokens))
 }
 

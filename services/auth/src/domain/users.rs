@@ -165,38 +165,19 @@ pub async fn get(app: &App, ctx: &Context, id: Uuid) -> Result<Value> {
     Ok(user)
 }
 
-/// One user composed from a row and settings the caller has just read (a sign-in that checked
-/// the password against that row): channels and provider records at once, then the selected
-/// team if there is one.
-pub async fn compose(
-    app: &App,
-    ctx: &Context,
-    row: &UserRow,
-    settings: &Settings,
-) -> Result<Value> {
-    let ids = [row.id];
-    let (channels, oauth) =
-        tokio::try_join!(channels_of(app, ctx, &ids), oauth_of(app, ctx, &ids))?;
-    let mut user = [view(
-        row,
-        of(&channels, &row.id),
-        of(&oauth, &row.id),
-        settings,
-    )];
-    with_selected_teams(app, ctx, &mut user).await?;
-    let [user] = user;
-    Ok(user)
+/// The user as an access token describes it (70 §1.1): row, channels and settings. Provider
+/// records and the selected team's contents are left out, as no claim shows them. The selected
+/// team is not re-checked either: deleting a team unselects it first, and claims are a snapshot
+/// at issue time (a team deleted in a race with its selection is cleared by `team.deleted`).
+pub fn token_view(row: &UserRow, channels: &[contacts::Channel], settings: &Settings) -> Value {
+    view(row, channels, &[], settings)
 }
 
-/// The user as an access token describes it (70 §1.1), under settings the caller has read:
-/// row and channels at once, provider records left out (no claim shows them).
+/// [`token_view`] of a user read now: row and channels at once.
 pub async fn for_token(app: &App, ctx: &Context, id: Uuid, settings: &Settings) -> Result<Value> {
     let ids = [id];
     let (row, channels) = tokio::try_join!(row_of(app, ctx, id), channels_of(app, ctx, &ids))?;
-    let mut user = [view(&row, of(&channels, &id), &[], settings)];
-    with_selected_teams(app, ctx, &mut user).await?;
-    let [user] = user;
-    Ok(user)
+    Ok(token_view(&row, of(&channels, &id), settings))
 }
 
 /// Several users composed with one contacts call, in the order of `ids`.
