@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::tokens;
 use crate::app::App;
 use crate::error::{coded, Error, Result};
-use crate::store::accounts::{NewSession, SessionRow};
+use crate::store::accounts::{NewSession, SessionRow, TokenLookup};
 
 /// Default and longest session lifetime (70 §2).
 pub const DEFAULT_LIFETIME_MILLIS: i64 = 365 * 24 * 60 * 60 * 1000;
@@ -94,14 +94,14 @@ pub async fn tokens_for(
 /// The live session a refresh token belongs to. An expired session is deleted; a token rotated
 /// away more than the grace period ago ends its whole session, since only a copy of the token
 /// can still be presenting it (80 §5).
-async fn live_session(app: &App, ctx: &Context, hash: &str) -> Result<SessionRow> {
+async fn live_session(app: &App, ctx: &Context, hash: &str) -> Result<TokenLookup> {
     let found = app
         .accounts
         .find_token(ctx.project_id, hash)
         .await?
         .ok_or_else(refresh_refused)?;
     let now = app.now();
-    let session = found.session;
+    let session = &found.session;
     if session.expires_at_millis <= now {
         app.accounts
             .delete_sessions(ctx.project_id, session.user_id, &[session.id], now)
@@ -117,12 +117,14 @@ async fn live_session(app: &App, ctx: &Context, hash: &str) -> Result<SessionRow
             return Err(refresh_refused());
         }
     }
-    Ok(session)
+    Ok(found)
 }
 
 /// The live session `refresh_token` belongs to, refused as a refresh would refuse it.
 pub async fn holder(app: &App, ctx: &Context, refresh_token: &str) -> Result<SessionRow> {
-    live_session(app, ctx, &hash_secret(refresh_token)).await
+    Ok(live_session(app, ctx, &hash_secret(refresh_token))
+        .await?
+        .session)
 }
 
 /// `POST /auth/sessions/current/refresh`: a new access token, and with rotation a new refresh
@@ -132,18 +134,15 @@ pub async fn refresh(
     ctx: &Context,
     refresh_token: &str,
 ) -> Result<(String, Option<String>)> {
-    let (_, settings) = app.project(ctx.project_id).await?;
     let hash = hash_secret(refresh_token);
-    let session = live_session(app, ctx, &hash).await?;
+    // The lookup reads the user with the session, so a session whose user is gone is refused
+    // there; contacts failing below is an error to retry, not a reason to end the session.
+    let ((_, settings), TokenLookup { session, user, .. }) =
+        tokio::try_join!(app.project(ctx.project_id), live_session(app, ctx, &hash))?;
     let now = app.now();
-    // A session whose user is gone is refused; a service that cannot answer is not a reason to
-    // tell the client its session ended.
-    let user = super::users::for_token(app, ctx, session.user_id, &settings)
-        .await
-        .map_err(|e| match e {
-            Error::Coded(c) if c.code == ErrorCode::UserNotFound => refresh_refused(),
-            other => other,
-        })?;
+    let ids = [user.id];
+    let channels = super::users::channels_of(app, ctx, &ids).await?;
+    let user = super::users::token_view(&user, super::users::of(&channels, &user.id), &settings);
     let rotated = settings.refresh_token_rotation.then(|| random_base32(45));
     let new_hash = rotated.as_deref().map(hash_secret);
     app.accounts

@@ -3,7 +3,7 @@
 //! transaction.
 
 use latchkey_shared::db::search::{self, Searchable, Start};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use latchkey_shared::db::Database;
 use latchkey_shared::events::outbox::Enqueue;
@@ -87,11 +87,26 @@ pub enum Revoke {
     AllExcept(Option<Uuid>),
 }
 
-/// What a refresh token is.
+/// What a refresh token is: its session, and the session's user as the database has it (read
+/// in the same statement, since a refresh needs it next).
 #[derive(Debug, Clone)]
 pub struct TokenLookup {
     pub session: SessionRow,
     pub superseded_at_millis: Option<i64>,
+    pub user: UserRow,
+}
+
+/// One row of `find_token`: the user's columns under their own names, the session's beside them.
+#[derive(sqlx::FromRow)]
+struct FoundToken {
+    session_id: Uuid,
+    is_impersonation: bool,
+    created_at_millis: i64,
+    last_used_at_millis: i64,
+    expires_at_millis: i64,
+    superseded_at_millis: Option<i64>,
+    #[sqlx(flatten)]
+    user: UserRow,
 }
 
 #[derive(Debug, Clone)]
@@ -530,28 +545,35 @@ impl Accounts {
         project: Uuid,
         token_hash: &str,
     ) -> Result<Option<TokenLookup>, StoreError> {
-        let sql = "SELECT s.project_id, s.id, s.user_id, s.is_impersonation, s.created_at_millis, \
-                   s.last_used_at_millis, s.expires_at_millis, t.superseded_at_millis \
-                   FROM refresh_tokens t JOIN sessions s ON s.project_id = t.project_id AND s.id = t.session_id \
-                   WHERE t.project_id = $1 AND t.token_hash = $2";
-        type Row = (Uuid, Uuid, Uuid, bool, i64, i64, i64, Option<i64>);
-        let row: Option<Row> = with_pool!(&self.db, pool => sqlx::query_as(sql).bind(project).bind(token_hash).fetch_optional(pool).await?);
-        Ok(row.map(
-            |(project_id, id, user_id, is_impersonation, created, used, expires, superseded)| {
-                TokenLookup {
-                    session: SessionRow {
-                        project_id,
-                        id,
-                        user_id,
-                        is_impersonation,
-                        created_at_millis: created,
-                        last_used_at_millis: used,
-                        expires_at_millis: expires,
-                    },
-                    superseded_at_millis: superseded,
-                }
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            let user_columns = USER_COLUMNS
+                .split(',')
+                .map(|c| format!("u.{}", c.trim()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!(
+                "SELECT s.id AS session_id, s.is_impersonation, s.created_at_millis, \
+                 s.last_used_at_millis, s.expires_at_millis, t.superseded_at_millis, {user_columns} \
+                 FROM refresh_tokens t \
+                 JOIN sessions s ON s.project_id = t.project_id AND s.id = t.session_id \
+                 JOIN users u ON u.project_id = s.project_id AND u.id = s.user_id \
+                 WHERE t.project_id = $1 AND t.token_hash = $2"
+            )
+        });
+        let found: Option<FoundToken> = with_pool!(&self.db, pool => sqlx::query_as(SQL.as_str()).bind(project).bind(token_hash).fetch_optional(pool).await?);
+        Ok(found.map(|f| TokenLookup {
+            session: SessionRow {
+                project_id: f.user.project_id,
+                id: f.session_id,
+                user_id: f.user.id,
+                is_impersonation: f.is_impersonation,
+                created_at_millis: f.created_at_millis,
+                last_used_at_millis: f.last_used_at_millis,
+                expires_at_millis: f.expires_at_millis,
             },
-        ))
+            superseded_at_millis: f.superseded_at_millis,
+            user: f.user,
+        }))
     }
 
     /// Records a use of a session: last-used times, and with rotation the presented token
