@@ -33,7 +33,6 @@ pub async fn sign_in(
     user_id: Uuid,
     is_new_user: bool,
 ) -> Result<SignedIn> {
-    let ids = [user_id];
     let (row, (_, settings), channels) = tokio::try_join!(
         async {
             app.accounts
@@ -42,10 +41,9 @@ pub async fn sign_in(
                 .ok_or_else(|| users::not_found(user_id))
         },
         app.project(ctx.project_id),
-        users::channels_of(app, ctx, &ids),
+        users::channels_of_user(app, ctx, user_id),
     )?;
-    let channels = users::of(&channels, &user_id);
-    sign_in_as(app, ctx, &row, channels, &settings, is_new_user).await
+    sign_in_as(app, ctx, &row, &channels, &settings, is_new_user).await
 }
 
 /// [`sign_in`] for a row, channels and settings the caller has just read, so a password sign-in

@@ -140,9 +140,8 @@ pub async fn refresh(
     let ((_, settings), TokenLookup { session, user, .. }) =
         tokio::try_join!(app.project(ctx.project_id), live_session(app, ctx, &hash))?;
     let now = app.now();
-    let ids = [user.id];
-    let channels = super::users::channels_of(app, ctx, &ids).await?;
-    let user = super::users::token_view(&user, super::users::of(&channels, &user.id), &settings);
+    let channels = super::users::channels_of_user(app, ctx, user.id).await?;
+    let user = super::users::token_view(&user, &channels, &settings);
     let rotated = settings.refresh_token_rotation.then(|| random_base32(45));
     let new_hash = rotated.as_deref().map(hash_secret);
     app.accounts

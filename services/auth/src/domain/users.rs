@@ -39,6 +39,18 @@ pub fn not_found_for(ctx: &Context, id: Uuid) -> Error {
     not_found(id)
 }
 
+/// One user's channels, oldest first.
+pub async fn channels_of_user(
+    app: &App,
+    ctx: &Context,
+    user: Uuid,
+) -> Result<Vec<contacts::Channel>> {
+    Ok(channels_of(app, ctx, &[user])
+        .await?
+        .remove(&user)
+        .unwrap_or_default())
+}
+
 /// Channels of `users`, keyed by user, from one contacts call.
 pub async fn channels_of(
     app: &App,
@@ -175,9 +187,8 @@ pub fn token_view(row: &UserRow, channels: &[contacts::Channel], settings: &Sett
 
 /// [`token_view`] of a user read now: row and channels at once.
 pub async fn for_token(app: &App, ctx: &Context, id: Uuid, settings: &Settings) -> Result<Value> {
-    let ids = [id];
-    let (row, channels) = tokio::try_join!(row_of(app, ctx, id), channels_of(app, ctx, &ids))?;
-    Ok(token_view(&row, of(&channels, &id), settings))
+    let (row, channels) = tokio::try_join!(row_of(app, ctx, id), channels_of_user(app, ctx, id))?;
+    Ok(token_view(&row, &channels, settings))
 }
 
 /// Several users composed with one contacts call, in the order of `ids`.

@@ -3,7 +3,7 @@
 //! transaction.
 
 use latchkey_shared::db::search::{self, Searchable, Start};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use latchkey_shared::db::Database;
 use latchkey_shared::events::outbox::Enqueue;
@@ -545,22 +545,16 @@ impl Accounts {
         project: Uuid,
         token_hash: &str,
     ) -> Result<Option<TokenLookup>, StoreError> {
-        static SQL: LazyLock<String> = LazyLock::new(|| {
-            let user_columns = USER_COLUMNS
-                .split(',')
-                .map(|c| format!("u.{}", c.trim()))
-                .collect::<Vec<_>>()
-                .join(", ");
-            format!(
-                "SELECT s.id AS session_id, s.is_impersonation, s.created_at_millis, \
-                 s.last_used_at_millis, s.expires_at_millis, t.superseded_at_millis, {user_columns} \
-                 FROM refresh_tokens t \
-                 JOIN sessions s ON s.project_id = t.project_id AND s.id = t.session_id \
-                 JOIN users u ON u.project_id = s.project_id AND u.id = s.user_id \
-                 WHERE t.project_id = $1 AND t.token_hash = $2"
-            )
-        });
-        let found: Option<FoundToken> = with_pool!(&self.db, pool => sqlx::query_as(SQL.as_str()).bind(project).bind(token_hash).fetch_optional(pool).await?);
+        // `u` is the user's columns exactly as `user` reads them, for `FoundToken`'s flatten.
+        let sql = format!(
+            "SELECT u.*, s.id AS session_id, s.is_impersonation, s.created_at_millis, \
+             s.last_used_at_millis, s.expires_at_millis, t.superseded_at_millis \
+             FROM refresh_tokens t \
+             JOIN sessions s ON s.project_id = t.project_id AND s.id = t.session_id \
+             JOIN (SELECT {USER_COLUMNS} FROM users) u ON u.project_id = s.project_id AND u.id = s.user_id \
+             WHERE t.project_id = $1 AND t.token_hash = $2"
+        );
+        let found: Option<FoundToken> = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(token_hash).fetch_optional(pool).await?);
         Ok(found.map(|f| TokenLookup {
             session: SessionRow {
                 project_id: f.user.project_id,
