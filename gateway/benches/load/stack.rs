@@ -298,12 +298,34 @@ async fn wait_ready(
     {
         anyhow::ensure!(
             std::time::Instant::now() < deadline,
-            "system not ready; logs in {}",
-            logs.display()
+            "system not ready in 60 s; its logs end:\n{}",
+            log_tails(logs)
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok(())
+}
+
+/// The last lines of every log in `dir`: the directory is removed when the stack is dropped,
+/// so a failure must carry what the logs said.
+fn log_tails(dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "log") {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out.push_str(&format!("== {}\n", path.display()));
+            for line in &lines[lines.len().saturating_sub(20)..] {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// A bare axum JSON handler in a process of its own.
