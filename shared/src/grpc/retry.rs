@@ -4,8 +4,8 @@
 //! server refused with GOAWAY while draining for shutdown, or a request the connection dropped
 //! before sending it. Sending those again is safe, and it is what lets a service restart one
 //! replica at a time without failing a request. A call that may have reached the service is
-//! never repeated; if its connection broke, it fails as UNAVAILABLE (the gateway's 503 with
-//! `Retry-After`), not as an unknown error.
+//! never repeated; if its connection broke, before the answer or in the middle of it, it fails
+//! as UNAVAILABLE (the gateway's 503 with `Retry-After`), not as an unknown error.
 
 use std::error::Error as StdError;
 use std::future::Future;
@@ -86,7 +86,7 @@ impl Service<http::Request<Body>> for Channel {
             // A component of this process answers without a socket (see `local`).
             let request = match pool.local_addr() {
                 Some(addr) => match super::local::call(&addr, request).await {
-                    Ok(response) => return Ok(response),
+                    Ok(response) => return Ok(response.map(unavailable_if_cut)),
                     Err(request) => request,
                 },
                 None => request,
@@ -106,7 +106,7 @@ impl Service<http::Request<Body>> for Channel {
                     Err(e) => Err(e),
                 };
                 let e = match outcome {
-                    Ok(response) => return Ok(response),
+                    Ok(response) => return Ok(response.map(unavailable_if_cut)),
                     Err(e) => e,
                 };
                 if !never_reached_the_service(&e) {
@@ -159,6 +159,21 @@ fn connection_lost(e: &(dyn StdError + 'static)) -> Option<Status> {
         source = err.source();
     }
     None
+}
+
+/// An answer whose connection can still break after its headers arrived (the replica died
+/// while sending the message or the trailers): that break fails the call as UNAVAILABLE too,
+/// where tonic alone would report an unknown or internal error (the gateway's 500).
+fn unavailable_if_cut(body: Body) -> Body {
+    Body::new(body.map_err(|status| {
+        if status.code() == tonic::Code::Unavailable {
+            return status;
+        }
+        match status.source().and_then(connection_lost) {
+            Some(lost) => lost,
+            None => status,
+        }
+    }))
 }
 
 fn rebuild(parts: &http::request::Parts, body: &Bytes) -> http::Request<Body> {
@@ -229,5 +244,54 @@ mod tests {
             .unwrap_or_else(|e| panic!("not a status: {e:?}"));
         assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
         assert!(started.elapsed() >= BACKOFF.iter().sum::<Duration>());
+    }
+
+    #[tokio::test]
+    async fn a_connection_cut_after_the_headers_fails_the_call_as_unavailable() {
+        // A replica that answers a call's headers and then dies: its connection closes with
+        // the message and trailers unsent.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap_or_else(|e| panic!("{e}"));
+            let mut connection = h2::server::handshake(socket)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let Some(Ok((_, mut respond))) = connection.accept().await else {
+                panic!("no call arrived");
+            };
+            let headers = http::Response::builder()
+                .header("content-type", "application/grpc")
+                .body(())
+                .unwrap_or_else(|e| panic!("{e}"));
+            let _stream = respond
+                .send_response(headers, false)
+                .unwrap_or_else(|e| panic!("{e}"));
+            // Driving the connection a little sends the headers; dropping it closes the socket.
+            let _ = tokio::time::timeout(Duration::from_millis(200), connection.accept()).await;
+        });
+        let inner = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .connect_lazy();
+        let mut channel = Channel::from(inner);
+        let request = http::Request::builder()
+            .uri(format!("http://{addr}/x.Y/Z"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(Body::empty())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let response = channel
+            .call(request)
+            .await
+            .unwrap_or_else(|e| panic!("the headers were sent, yet {e}"));
+        let status = response
+            .into_body()
+            .collect()
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("the connection was cut, yet the answer ended"));
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
     }
 }
