@@ -218,6 +218,20 @@ fn never_reached_the_service(error: &(dyn StdError + 'static)) -> bool {
 mod tests {
     use super::*;
 
+    /// A channel to `addr` and a unary call to send on it.
+    fn call_to(addr: std::net::SocketAddr) -> (Channel, http::Request<Body>) {
+        let inner = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .connect_lazy();
+        let request = http::Request::builder()
+            .uri(format!("http://{addr}/x.Y/Z"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(Body::empty())
+            .unwrap_or_else(|e| panic!("{e}"));
+        (Channel::from(inner), request)
+    }
+
     #[tokio::test]
     async fn a_refused_connection_is_retried_then_reported() {
         // A port with no listener: every attempt is refused, so the error comes back after the
@@ -225,14 +239,7 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
         let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
         drop(listener);
-        let inner = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap_or_else(|e| panic!("{e}"))
-            .connect_lazy();
-        let mut channel = Channel::from(inner);
-        let request = http::Request::builder()
-            .uri(format!("http://{addr}/x.Y/Z"))
-            .body(Body::empty())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (mut channel, request) = call_to(addr);
         let started = std::time::Instant::now();
         let err = channel
             .call(request)
@@ -272,16 +279,7 @@ mod tests {
             // Driving the connection a little sends the headers; dropping it closes the socket.
             let _ = tokio::time::timeout(Duration::from_millis(200), connection.accept()).await;
         });
-        let inner = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap_or_else(|e| panic!("{e}"))
-            .connect_lazy();
-        let mut channel = Channel::from(inner);
-        let request = http::Request::builder()
-            .uri(format!("http://{addr}/x.Y/Z"))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(Body::empty())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (mut channel, request) = call_to(addr);
         let response = channel
             .call(request)
             .await
