@@ -1,5 +1,7 @@
 //! Code every Latchkey component shares. Never depends on the gateway or a service.
 
+/// Natural batching: what arrives while a batch is out leaves with the next.
+pub mod batching;
 /// `Clock` and its system and manual implementations.
 pub mod clock;
 /// One-time verification codes (70 §4).

@@ -1,6 +1,7 @@
 //! The contacts database: channels and sent mail. The statements are the same on Postgres and
 //! SQLite, so each runs through `with_pool!` against whichever pool the service was given.
 
+use latchkey_shared::db::coalesce::RowsBy;
 use latchkey_shared::db::search::{self, Searchable, Start};
 use latchkey_shared::db::{is_unique_violation, Database};
 use latchkey_shared::remembered::Remembered;
@@ -72,12 +73,20 @@ pub struct Store {
     /// One user's channels by (project, user) while this process is the database's only writer
     /// (SQLite); every write below forgets the users it touched once it is done.
     remembered: std::sync::Arc<Remembered<(Uuid, Uuid), Vec<Channel>>>,
+    /// One user's channels by (project, user), read together with the other requests'.
+    by_user: RowsBy<Channel>,
 }
 
 impl Store {
     pub fn new(db: Database) -> Self {
         Self {
             remembered: std::sync::Arc::new(Remembered::over(&db)),
+            by_user: RowsBy::new(
+                &db,
+                format!("SELECT {CHANNEL_COLUMNS} FROM channels"),
+                "user_id",
+                |c: &Channel| (c.project_id, c.user_id),
+            ),
             db,
         }
     }
@@ -117,20 +126,24 @@ impl Store {
                 with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).fetch_all(pool).await?),
             );
         }
-        let read = async {
-            let select = format!("SELECT {CHANNEL_COLUMNS} FROM channels");
-            let mut found: Vec<Channel> =
-                latchkey_shared::db::select_in(&self.db, &select, project, "user_id", users)
-                    .await?;
-            found.sort_by_key(|c| (c.created_at_millis, c.id));
-            Ok::<_, StoreError>(Some(found))
+        // One user's channels (a user read) may be remembered, and are read together with
+        // other requests'; a page's are one statement of their own.
+        let mut found = match users {
+            [one] => {
+                let read =
+                    async { Ok::<_, StoreError>(Some(self.by_user.all(project, *one).await?)) };
+                self.remembered
+                    .or_read((project, *one), read)
+                    .await?
+                    .unwrap_or_default()
+            }
+            _ => {
+                let select = format!("SELECT {CHANNEL_COLUMNS} FROM channels");
+                latchkey_shared::db::select_in(&self.db, &select, project, "user_id", users).await?
+            }
         };
-        // One user's channels (a user read) may be remembered; a page's are read each time.
-        let found = match users {
-            [one] => self.remembered.or_read((project, *one), read).await?,
-            _ => read.await?,
-        };
-        Ok(found.unwrap_or_default())
+        found.sort_by_key(|c| (c.created_at_millis, c.id));
+        Ok(found)
     }
 
     /// Users with a channel whose value contains `text`, in user id order from `start` on, at

@@ -1,6 +1,7 @@
 //! The teams database. The statements are the same on both backends and run through
 //! `with_pool!`; every change enqueues its events in its own transaction.
 
+use latchkey_shared::db::coalesce::RowsBy;
 use latchkey_shared::db::search::Start;
 use latchkey_shared::db::{is_unique_violation, Database};
 use latchkey_shared::events::outbox::Enqueue;
@@ -62,12 +63,21 @@ pub struct Store {
     /// user read shows the selected team on every `/users/me`. Every team write below forgets
     /// the team it touched once it is done.
     remembered: std::sync::Arc<Remembered<(Uuid, Uuid), Team>>,
+    /// Teams by (project, id), read together with the other requests' (the selected team of
+    /// every `/users/me` of a moment).
+    teams: RowsBy<Team>,
 }
 
 impl Store {
     pub fn new(db: Database) -> Self {
         Self {
             remembered: std::sync::Arc::new(Remembered::over(&db)),
+            teams: RowsBy::new(
+                &db,
+                format!("SELECT {TEAM_COLUMNS} FROM teams"),
+                "id",
+                |t: &Team| (t.project_id, t.id),
+            ),
             db,
         }
     }
@@ -99,12 +109,7 @@ impl Store {
     }
 
     pub async fn team(&self, project: Uuid, id: Uuid) -> Result<Option<Team>, StoreError> {
-        let read = async {
-            let sql = format!("SELECT {TEAM_COLUMNS} FROM teams WHERE project_id = $1 AND id = $2");
-            Ok::<_, StoreError>(
-                with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await?),
-            )
-        };
+        let read = async { Ok::<_, StoreError>(self.teams.one(project, id).await?) };
         self.remembered.or_read((project, id), read).await
     }
 

@@ -9,6 +9,8 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 
+/// Point reads of concurrent requests answered by one statement.
+pub mod coalesce;
 /// Connection pooling without per-statement pings.
 pub mod pool;
 /// Substring search from indexes, in id order.
@@ -142,12 +144,15 @@ fn with_events(service: &Migrator, events: &Migrator) -> Migrator {
     }
 }
 
-/// Values bound per `IN` list; longer lists are queried in chunks of this many.
-const IN_LIST_CHUNK: usize = 500;
+/// Values bound per `IN` list (a power of two); longer lists are queried in chunks of this many.
+const IN_LIST_CHUNK: usize = 512;
 
 /// The rows of `select` (a `SELECT … FROM table` without a condition) of `project` whose
-/// `column` is one of `ids`, in no particular order. SQLite has no array parameters, so the
-/// list is bound value by value (`$2, $3, …`), in chunks.
+/// `column` is one of `ids`, in no particular order. The list is bound value by value
+/// (`$2, $3, …`, as SQLite has no array parameters), padded to a power of two by repeating its
+/// last id: a handful of statement texts then serve every length, each stays prepared, and
+/// PostgreSQL plans each as index look-ups (an array parameter's generic plan scans a small
+/// table whole).
 pub async fn select_in<T>(
     db: &Database,
     select: &str,
@@ -163,14 +168,16 @@ where
 {
     let mut found = Vec::new();
     for chunk in ids.chunks(IN_LIST_CHUNK) {
-        let list = (2..2 + chunk.len())
+        let Some(last) = chunk.last() else { continue };
+        let padded = chunk.len().next_power_of_two();
+        let list = (2..2 + padded)
             .map(|i| format!("${i}"))
             .collect::<Vec<_>>()
             .join(", ");
         let sql = format!("{select} WHERE project_id = $1 AND {column} IN ({list})");
         let rows: Vec<T> = crate::with_pool!(db, pool => {
             let mut query = sqlx::query_as(&sql).bind(project);
-            for id in chunk {
+            for id in chunk.iter().chain(std::iter::repeat_n(last, padded - chunk.len())) {
                 query = query.bind(id);
             }
             query.fetch_all(pool).await?

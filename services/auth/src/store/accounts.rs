@@ -2,6 +2,7 @@
 //! through `with_pool!`; every change that others must hear of enqueues its events in the same
 //! transaction.
 
+use latchkey_shared::db::coalesce::RowsBy;
 use latchkey_shared::db::search::{self, Searchable, Start};
 use std::sync::Arc;
 
@@ -115,6 +116,9 @@ pub struct Accounts {
     /// Users by (project, id) while this process is the database's only writer (SQLite); every
     /// write below forgets the users it touched once it is done.
     remembered: Arc<Remembered<(Uuid, Uuid), UserRow>>,
+    /// Users by (project, id), read together with the other requests' (one statement for all
+    /// the `/users/me` of a moment).
+    users: RowsBy<UserRow>,
 }
 
 macro_rules! insert_user_sql {
@@ -132,6 +136,12 @@ impl Accounts {
     pub fn new(db: Database) -> Self {
         Self {
             remembered: Arc::new(Remembered::over(&db)),
+            users: RowsBy::new(
+                &db,
+                format!("SELECT {USER_COLUMNS} FROM users"),
+                "id",
+                |u: &UserRow| (u.project_id, u.id),
+            ),
             db,
         }
     }
@@ -189,10 +199,7 @@ impl Accounts {
         project: Uuid,
         id: Uuid,
     ) -> Result<Option<UserRow>, StoreError> {
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE project_id = $1 AND id = $2");
-        Ok(
-            with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(id).fetch_optional(pool).await?),
-        )
+        Ok(self.users.one(project, id).await?)
     }
 
     /// The users among `ids` (any order; unknown ids are skipped).

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use latchkey_shared::db::coalesce::Coalesced;
 use uuid::Uuid;
 
 use super::{KeyKind, KeySet, NewProject, Project, ProjectStore, SigningKey, StoreError};
@@ -39,12 +40,20 @@ pub struct CachedProjects {
     projects: Mutex<HashMap<Uuid, (Instant, Project)>>,
     /// Signing keys (opened) by project, with when they were read.
     keys: Mutex<HashMap<Uuid, (Instant, Vec<SigningKey>)>>,
+    /// The version checks of concurrent requests, one statement for all of a moment's.
+    versions: Coalesced<Uuid, i64, StoreError>,
 }
 
 impl CachedProjects {
     pub fn new(inner: Arc<dyn ProjectStore>, freshness: Freshness) -> Self {
+        let store = inner.clone();
+        let versions = Coalesced::new(move |ids: Vec<Uuid>| {
+            let store = store.clone();
+            async move { store.settings_versions(&ids).await }
+        });
         Self {
             inner,
+            versions,
             freshness,
             projects: Mutex::new(HashMap::new()),
             keys: Mutex::new(HashMap::new()),
@@ -84,7 +93,7 @@ impl ProjectStore for CachedProjects {
             let current = match self.freshness {
                 Freshness::OnlyWriter => true,
                 Freshness::CheckVersion => {
-                    self.inner.settings_version(id).await? == Some(project.settings_version)
+                    self.versions.get(id).await? == Some(project.settings_version)
                 }
             };
             if current {
@@ -105,8 +114,8 @@ impl ProjectStore for CachedProjects {
         Ok(project)
     }
 
-    async fn settings_version(&self, id: Uuid) -> Result<Option<i64>, StoreError> {
-        self.inner.settings_version(id).await
+    async fn settings_versions(&self, ids: &[Uuid]) -> Result<Vec<(Uuid, i64)>, StoreError> {
+        self.inner.settings_versions(ids).await
     }
 
     async fn save_settings(

@@ -14,6 +14,7 @@ pub mod passkeys;
 pub mod sealed;
 mod sql;
 
+use latchkey_shared::db::coalesce::SharedError;
 use uuid::Uuid;
 
 pub use sql::{PostgresStore, SqliteStore};
@@ -29,6 +30,21 @@ pub enum StoreError {
     /// A sealed value that the configured secrets keys cannot open.
     #[error("a stored secret could not be opened (wrong LATCHKEY_SECRETS_KEY, or damaged)")]
     Unopenable,
+}
+
+impl SharedError for StoreError {
+    fn copy(&self) -> Self {
+        match self {
+            Self::Conflict => Self::Conflict,
+            Self::NotFound => Self::NotFound,
+            Self::Db(e) => Self::Db(e.copy()),
+            Self::Unopenable => Self::Unopenable,
+        }
+    }
+
+    fn lost() -> Self {
+        Self::Db(sqlx::Error::lost())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -109,8 +125,9 @@ pub trait ProjectStore: Send + Sync {
     async fn insert_project(&self, new: &NewProject) -> Result<(), StoreError>;
     async fn projects(&self) -> Result<Vec<Project>, StoreError>;
     async fn project(&self, id: Uuid) -> Result<Option<Project>, StoreError>;
-    /// The project's `settings_version` alone: a cheap check that a remembered row is current.
-    async fn settings_version(&self, id: Uuid) -> Result<Option<i64>, StoreError>;
+    /// The `settings_version` alone of each project of `ids` that exists: a cheap check that
+    /// remembered rows are current.
+    async fn settings_versions(&self, ids: &[Uuid]) -> Result<Vec<(Uuid, i64)>, StoreError>;
     /// Writes settings if the stored version is still `expected_version`; false if it moved.
     async fn save_settings(
         &self,

@@ -3,6 +3,7 @@
 //! access and refresh tokens are stored sealed (they must be read back to call the provider)
 //! and opened on every read.
 
+use latchkey_shared::db::coalesce::RowsBy;
 use latchkey_shared::db::Database;
 use latchkey_shared::remembered::Remembered;
 use latchkey_shared::sealed::SecretsKey;
@@ -44,12 +45,20 @@ pub struct OAuthAccounts {
     /// A user's records as stored (tokens sealed; opened on each read) by (project, user),
     /// while this process is the database's only writer (SQLite); writes forget them.
     remembered: std::sync::Arc<Remembered<(Uuid, Uuid), Vec<OAuthAccount>>>,
+    /// Records by (project, user), read together with the other requests'.
+    by_user: RowsBy<OAuthAccount>,
 }
 
 impl OAuthAccounts {
     pub fn new(db: Database, secrets: SecretsKey) -> Self {
         Self {
             remembered: std::sync::Arc::new(Remembered::over(&db)),
+            by_user: RowsBy::new(
+                &db,
+                format!("SELECT {COLUMNS} FROM oauth_accounts"),
+                "user_id",
+                |a: &OAuthAccount| (a.project_id, a.user_id),
+            ),
             db,
             secrets,
         }
@@ -133,11 +142,8 @@ impl OAuthAccounts {
         user: Uuid,
     ) -> Result<Vec<OAuthAccount>, StoreError> {
         let read = async {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM oauth_accounts WHERE project_id = $1 AND user_id = $2 \
-                 ORDER BY created_at_millis, id"
-            );
-            let rows: Vec<OAuthAccount> = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(user).fetch_all(pool).await?);
+            let mut rows = self.by_user.all(project, user).await?;
+            rows.sort_by_key(|a| (a.created_at_millis, a.id));
             Ok::<_, StoreError>(Some(rows))
         };
         let rows = self.remembered.or_read((project, user), read).await?;

@@ -126,8 +126,8 @@ impl ProjectStore for SealedProjects {
             .transpose()
     }
 
-    async fn settings_version(&self, id: Uuid) -> Result<Option<i64>, StoreError> {
-        self.inner.settings_version(id).await
+    async fn settings_versions(&self, ids: &[Uuid]) -> Result<Vec<(Uuid, i64)>, StoreError> {
+        self.inner.settings_versions(ids).await
     }
 
     async fn save_settings(

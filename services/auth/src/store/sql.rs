@@ -78,11 +78,22 @@ macro_rules! sql_store {
                 .await?)
             }
 
-            async fn settings_version(&self, id: Uuid) -> Result<Option<i64>, StoreError> {
-                Ok(sqlx::query_scalar("SELECT settings_version FROM projects WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(&self.pool)
-                    .await?)
+            async fn settings_versions(
+                &self,
+                ids: &[Uuid],
+            ) -> Result<Vec<(Uuid, i64)>, StoreError> {
+                // A handful of projects at most (those of the requests of one moment), bound
+                // one by one as both databases take them.
+                let list = (1..=ids.len())
+                    .map(|i| format!("${i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let sql = format!("SELECT id, settings_version FROM projects WHERE id IN ({list})");
+                let mut query = sqlx::query_as(&sql);
+                for id in ids {
+                    query = query.bind(id);
+                }
+                Ok(query.fetch_all(&self.pool).await?)
             }
 
             async fn save_settings(
