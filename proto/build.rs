@@ -10,6 +10,7 @@ const PROTOS: &[&str] = &[
     "latchkey/teams/v1/teams.proto",
     "latchkey/events/v1/events.proto",
     "latchkey/webhooks/v1/webhooks.proto",
+    "latchkey/mux/v1/mux.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -27,6 +27,11 @@ pub mod events {
         tonic::include_proto!("latchkey.events.v1");
     }
 }
+pub mod mux {
+    pub mod v1 {
+        tonic::include_proto!("latchkey.mux.v1");
+    }
+}
 pub mod webhooks {
     pub mod v1 {
         tonic::include_proto!("latchkey.webhooks.v1");

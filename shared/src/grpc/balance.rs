@@ -55,6 +55,8 @@ impl Health {
 pub struct Replica {
     pub addr: Option<SocketAddr>,
     pub channel: tonic::transport::Channel,
+    /// Small unary calls, sent together under load.
+    pub mux: Arc<super::mux::Client>,
     in_flight: AtomicUsize,
     health: Arc<AtomicU8>,
     watcher: Option<tokio::task::AbortHandle>,
@@ -177,6 +179,7 @@ impl Pool {
     pub fn fixed(channel: tonic::transport::Channel) -> Arc<Self> {
         let replica = Arc::new(Replica {
             addr: None,
+            mux: super::mux::Client::new(channel.clone()),
             channel,
             in_flight: AtomicUsize::new(0),
             health: Arc::new(AtomicU8::new(Health::Unknown as u8)),
@@ -298,6 +301,7 @@ impl Pool {
         let watcher = tokio::spawn(watch(channel.clone(), health.clone())).abort_handle();
         Some(Arc::new(Replica {
             addr: Some(addr),
+            mux: super::mux::Client::new(channel.clone()),
             channel,
             in_flight: AtomicUsize::new(0),
             health,

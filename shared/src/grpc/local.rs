@@ -91,21 +91,25 @@ pub async fn call(
         // Draining: as over the network, a stopping server takes no new calls.
         return Ok(Status::unavailable("the service is stopping").into_http());
     };
-    // The server side of a call enforces the caller's deadline, as tonic's server does.
+    Ok(answer(&served.handler, request).await)
+}
+
+/// `handler`'s answer to one call, within the caller's deadline as tonic's server enforces it.
+pub async fn answer(handler: &Handler, request: http::Request<Body>) -> http::Response<Body> {
     let deadline = grpc_timeout(request.headers());
-    let call = served.handler.oneshot(request);
+    let call = handler.clone().oneshot(request);
     let response = match deadline {
         Some(d) => match tokio::time::timeout(d, call).await {
             Ok(r) => r,
-            Err(_) => return Ok(Status::cancelled("Timeout expired").into_http()),
+            Err(_) => return Status::cancelled("Timeout expired").into_http(),
         },
         None => call.await,
     };
-    Ok(response.unwrap_or_else(|never| match never {}))
+    response.unwrap_or_else(|never| match never {})
 }
 
 /// The `grpc-timeout` header (gRPC over HTTP/2: up to eight digits and a unit).
-fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
+pub fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
     let text = headers.get("grpc-timeout")?.to_str().ok()?;
     let split = text.len().checked_sub(1)?;
     let (value, unit) = text.split_at(split);

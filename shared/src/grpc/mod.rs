@@ -10,8 +10,12 @@ pub mod caller;
 pub mod client;
 /// The verified access context carried in metadata.
 pub mod context;
+/// What a failed call's error says about whether it reached the service.
+pub mod failure;
 /// Calls between components in one process, without sockets.
 pub mod local;
+/// Unary calls to one replica that travel together under load.
+pub mod mux;
 /// Resending calls that never reached a component.
 pub mod retry;
 /// Serving a service: health, reflection, tracing, outbox relay, `Describe`.

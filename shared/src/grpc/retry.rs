@@ -21,6 +21,8 @@ use tonic::body::Body;
 use tonic::Status;
 
 use super::balance::Pool;
+use super::failure::{connection_lost, never_reached_the_service};
+use super::mux;
 use tower::{Service, ServiceExt};
 
 type BoxError = Box<dyn StdError + Send + Sync>;
@@ -99,18 +101,22 @@ impl Service<http::Request<Body>> for Channel {
                 let Some(call) = pool.pick().await else {
                     return Err(Status::unavailable("no address for this service").into());
                 };
-                let attempt = rebuild(&parts, &body);
-                let mut channel = call.replica().channel.clone();
-                let outcome = match channel.ready().await {
-                    Ok(ready) => ready.call(attempt).await,
-                    Err(e) => Err(e),
+                // Small calls travel with the others asked of this replica meanwhile (`mux`).
+                let outcome = if body.len() <= mux::MAX_BATCHED_BODY {
+                    call.replica().mux.call(parts.clone(), body.clone()).await
+                } else {
+                    let attempt = rebuild(&parts, &body);
+                    let mut channel = call.replica().channel.clone();
+                    match channel.ready().await {
+                        Ok(ready) => ready.call(attempt).await.map_err(Into::into),
+                        Err(e) => Err(e.into()),
+                    }
                 };
                 let e = match outcome {
                     Ok(response) => return Ok(response.map(unavailable_if_cut)),
                     Err(e) => e,
                 };
-                if !never_reached_the_service(&e) {
-                    let e: BoxError = e.into();
+                if !never_reached_the_service(e.as_ref()) {
                     return Err(match connection_lost(e.as_ref()) {
                         // The replica may have died: keep the next calls off it until its
                         // health watch reaches it again, rather than sending each into the
@@ -142,25 +148,6 @@ impl Service<http::Request<Body>> for Channel {
     }
 }
 
-/// For a call whose connection broke after it was sent (the replica died): UNAVAILABLE, so
-/// callers answer 503 and may try again, rather than an unknown error. `None` for other
-/// failures (a deadline), which keep their own status.
-fn connection_lost(e: &(dyn StdError + 'static)) -> Option<Status> {
-    let mut source = Some(e);
-    while let Some(err) = source {
-        if err.is::<Status>() {
-            return None;
-        }
-        if err.is::<h2::Error>() || err.is::<hyper::Error>() || err.is::<std::io::Error>() {
-            return Some(Status::unavailable(format!(
-                "connection to the service lost: {e}"
-            )));
-        }
-        source = err.source();
-    }
-    None
-}
-
 /// An answer whose connection can still break after its headers arrived (the replica died
 /// while sending the message or the trailers): that break fails the call as UNAVAILABLE too,
 /// where tonic alone would report an unknown or internal error (the gateway's 500).
@@ -183,35 +170,6 @@ fn rebuild(parts: &http::request::Parts, body: &Bytes) -> http::Request<Body> {
     *request.version_mut() = parts.version;
     *request.headers_mut() = parts.headers.clone();
     request
-}
-
-/// Whether the error chain shows the request was not processed: the connection could not be
-/// made, the server refused the stream (GOAWAY or REFUSED_STREAM), or the client dropped the
-/// request before writing it.
-fn never_reached_the_service(error: &(dyn StdError + 'static)) -> bool {
-    let mut source: Option<&(dyn StdError + 'static)> = Some(error);
-    while let Some(e) = source {
-        if e.is::<tonic::ConnectError>() {
-            return true;
-        }
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return true;
-            }
-        }
-        if let Some(h2) = e.downcast_ref::<h2::Error>() {
-            if h2.is_go_away() || h2.reason() == Some(h2::Reason::REFUSED_STREAM) {
-                return true;
-            }
-        }
-        if let Some(hyper) = e.downcast_ref::<hyper::Error>() {
-            if hyper.is_canceled() {
-                return true;
-            }
-        }
-        source = e.source();
-    }
-    false
 }
 
 #[cfg(test)]
@@ -280,16 +238,17 @@ mod tests {
             let _ = tokio::time::timeout(Duration::from_millis(200), connection.accept()).await;
         });
         let (mut channel, request) = call_to(addr);
-        let response = channel
-            .call(request)
-            .await
-            .unwrap_or_else(|e| panic!("the headers were sent, yet {e}"));
-        let status = response
-            .into_body()
-            .collect()
-            .await
-            .err()
-            .unwrap_or_else(|| panic!("the connection was cut, yet the answer ended"));
+        // The call travels in a batch, whose answer arrives whole or not at all: the cut shows
+        // as the call's error there, and in the answer's body on a stream of its own.
+        let status = match channel.call(request).await {
+            Ok(response) => response
+                .into_body()
+                .collect()
+                .await
+                .err()
+                .unwrap_or_else(|| panic!("the connection was cut, yet the answer ended")),
+            Err(e) => Status::from_error(e),
+        };
         assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
     }
 }

@@ -130,10 +130,13 @@ pub async fn serve(
             .await;
     }
     let routes = routes.add_service(health).add_service(reflection);
+    let handler = local_handler(service_name, routes.clone());
     let registration = Arc::new(super::local::register(
         listener.local_addr()?,
-        local_handler(service_name, routes.clone()),
+        handler.clone(),
     ));
+    // Batches of calls from other components run through the same routes as single calls.
+    let routes = routes.add_service(super::mux::Server::new(handler));
     let withdrawn = registration.clone();
     let on_shutdown = async move {
         shutdown.await;
