@@ -68,6 +68,22 @@ impl<W> Batches<W> {
         }
     }
 
+    /// The runner's loop: one batch of at most `max` per turn of the scheduler, each handed to
+    /// `send` on a task of its own, until nothing waits.
+    pub async fn run<F, Fut>(&self, max: usize, send: F)
+    where
+        F: Fn(Vec<W>) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        loop {
+            one_turn().await;
+            let Some(batch) = self.next(max) else {
+                return;
+            };
+            tokio::spawn(send(batch));
+        }
+    }
+
     fn take(&self, max: usize) -> Option<Vec<W>> {
         let mut waiting = self.waiting.lock().ok()?;
         if waiting.is_empty() {

@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::Database;
-use crate::batching::{one_turn, Batches};
+use crate::batching::Batches;
 
 /// An error each waiter of a failed read gets a copy of.
 pub trait SharedError: Send + 'static {
@@ -115,14 +115,12 @@ where
 {
     /// Sends what waits, one statement per turn, until nothing does.
     async fn run(self: Arc<Self>) {
-        loop {
-            one_turn().await;
-            let Some(batch) = self.waiting.next(MAX_KEYS) else {
-                return;
-            };
-            let inner = self.clone();
-            tokio::spawn(async move { inner.read_batch(batch).await });
-        }
+        self.waiting
+            .run(MAX_KEYS, |batch| {
+                let inner = self.clone();
+                async move { inner.read_batch(batch).await }
+            })
+            .await;
     }
 
     async fn read_batch(&self, batch: Vec<(K, Waiter<V, E>)>) {

@@ -153,18 +153,25 @@ const IN_LIST_CHUNK: usize = 512;
 /// last id: a handful of statement texts then serve every length, each stays prepared, and
 /// PostgreSQL plans each as index look-ups (an array parameter's generic plan scans a small
 /// table whole).
-pub async fn select_in<T>(
+pub async fn select_in<T, K>(
     db: &Database,
     select: &str,
     project: uuid::Uuid,
     column: &str,
-    ids: &[uuid::Uuid],
+    ids: &[K],
 ) -> sqlx::Result<Vec<T>>
 where
     T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
         + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
         + Send
         + Unpin,
+    K: for<'q> sqlx::Encode<'q, sqlx::Postgres>
+        + sqlx::Type<sqlx::Postgres>
+        + for<'q> sqlx::Encode<'q, sqlx::Sqlite>
+        + sqlx::Type<sqlx::Sqlite>
+        + Clone
+        + Send
+        + 'static,
 {
     let mut found = Vec::new();
     for chunk in ids.chunks(IN_LIST_CHUNK) {
@@ -178,7 +185,7 @@ where
         let rows: Vec<T> = crate::with_pool!(db, pool => {
             let mut query = sqlx::query_as(&sql).bind(project);
             for id in chunk.iter().chain(std::iter::repeat_n(last, padded - chunk.len())) {
-                query = query.bind(id);
+                query = query.bind(id.clone());
             }
             query.fetch_all(pool).await?
         });

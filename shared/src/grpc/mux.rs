@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use tonic::body::Body;
 use tonic::{Request, Response, Status};
 
-use crate::batching::{one_turn, Batches};
+use crate::batching::Batches;
 use tower::ServiceExt;
 
 type BoxError = Box<dyn StdError + Send + Sync>;
@@ -99,14 +99,12 @@ impl Client {
 
     /// Sends what waits, one batch per turn, until nothing does.
     async fn run(self: Arc<Self>) {
-        loop {
-            one_turn().await;
-            let Some(batch) = self.waiting.next(MAX_CALLS) else {
-                return;
-            };
-            let client = self.clone();
-            tokio::spawn(async move { client.exchange(batch).await });
-        }
+        self.waiting
+            .run(MAX_CALLS, |batch| {
+                let client = self.clone();
+                async move { client.exchange(batch).await }
+            })
+            .await;
     }
 
     /// One batch: alone on its own stream, or several in one `Mux.Call`.

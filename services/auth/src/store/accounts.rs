@@ -2,8 +2,9 @@
 //! through `with_pool!`; every change that others must hear of enqueues its events in the same
 //! transaction.
 
-use latchkey_shared::db::coalesce::RowsBy;
+use latchkey_shared::db::coalesce::{Coalesced, RowsBy};
 use latchkey_shared::db::search::{self, Searchable, Start};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use latchkey_shared::db::Database;
@@ -98,8 +99,9 @@ pub struct TokenLookup {
 }
 
 /// One row of `find_token`: the user's columns under their own names, the session's beside them.
-#[derive(sqlx::FromRow)]
+#[derive(Clone, sqlx::FromRow)]
 struct FoundToken {
+    token_hash: String,
     session_id: Uuid,
     is_impersonation: bool,
     created_at_millis: i64,
@@ -119,6 +121,44 @@ pub struct Accounts {
     /// Users by (project, id), read together with the other requests' (one statement for all
     /// the `/users/me` of a moment).
     users: RowsBy<UserRow>,
+    /// Refresh tokens with their session and user by (project, token hash), read together
+    /// with the other requests' (one statement for the refreshes of a moment).
+    tokens: Coalesced<(Uuid, String), FoundToken>,
+}
+
+/// Refresh tokens with their session and the session's user; `select_in` adds the condition,
+/// on the token's project (the user's, the same) and hash.
+fn found_tokens_select() -> String {
+    // `u` is the user's columns exactly as `user` reads them, for `FoundToken`'s flatten.
+    format!(
+        "SELECT * FROM (SELECT u.*, t.token_hash, s.id AS session_id, s.is_impersonation, \
+         s.created_at_millis, s.last_used_at_millis, s.expires_at_millis, t.superseded_at_millis \
+         FROM refresh_tokens t \
+         JOIN sessions s ON s.project_id = t.project_id AND s.id = t.session_id \
+         JOIN (SELECT {USER_COLUMNS} FROM users) u ON u.project_id = s.project_id AND u.id = s.user_id) found"
+    )
+}
+
+/// Reads the refresh tokens of `keys`, one statement per project among them.
+async fn found_tokens(
+    db: Database,
+    select: Arc<str>,
+    keys: Vec<(Uuid, String)>,
+) -> sqlx::Result<Vec<((Uuid, String), FoundToken)>> {
+    let mut by_project: HashMap<Uuid, Vec<String>> = HashMap::new();
+    for (project, hash) in keys {
+        by_project.entry(project).or_default().push(hash);
+    }
+    let mut found = Vec::new();
+    for (project, hashes) in by_project {
+        let rows: Vec<FoundToken> =
+            latchkey_shared::db::select_in(&db, &select, project, "token_hash", &hashes).await?;
+        found.extend(
+            rows.into_iter()
+                .map(|r| ((project, r.token_hash.clone()), r)),
+        );
+    }
+    Ok(found)
 }
 
 macro_rules! insert_user_sql {
@@ -142,6 +182,10 @@ impl Accounts {
                 "id",
                 |u: &UserRow| (u.project_id, u.id),
             ),
+            tokens: {
+                let (db, select): (Database, Arc<str>) = (db.clone(), found_tokens_select().into());
+                Coalesced::new(move |keys| found_tokens(db.clone(), select.clone(), keys))
+            },
             db,
         }
     }
@@ -552,16 +596,7 @@ impl Accounts {
         project: Uuid,
         token_hash: &str,
     ) -> Result<Option<TokenLookup>, StoreError> {
-        // `u` is the user's columns exactly as `user` reads them, for `FoundToken`'s flatten.
-        let sql = format!(
-            "SELECT u.*, s.id AS session_id, s.is_impersonation, s.created_at_millis, \
-             s.last_used_at_millis, s.expires_at_millis, t.superseded_at_millis \
-             FROM refresh_tokens t \
-             JOIN sessions s ON s.project_id = t.project_id AND s.id = t.session_id \
-             JOIN (SELECT {USER_COLUMNS} FROM users) u ON u.project_id = s.project_id AND u.id = s.user_id \
-             WHERE t.project_id = $1 AND t.token_hash = $2"
-        );
-        let found: Option<FoundToken> = with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(token_hash).fetch_optional(pool).await?);
+        let found = self.tokens.get((project, token_hash.to_owned())).await?;
         Ok(found.map(|f| TokenLookup {
             session: SessionRow {
                 project_id: f.user.project_id,
