@@ -278,3 +278,92 @@ async fn embedded_components_call_each_other_without_sockets() {
     }
     app.finish().await;
 }
+
+/// Between processes, calls that meet at a replica travel together (`latchkey.mux.v1`): a
+/// burst of `/users/me` reaches auth in `Mux.Call` batches, and every answer is the caller's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_of_a_burst_travel_in_batches_between_processes() {
+    use crate::helpers::{email, Mode};
+    let app = TestApp::spawn(Mode::Distributed).await;
+    let mut users = Vec::new();
+    for i in 0..4 {
+        users.push(
+            app.sign_up(&email(&format!("burst{i}")), "correct-horse-battery")
+                .await,
+        );
+    }
+    let reads = (0..64).map(|i| {
+        let user = &users[i % users.len()];
+        let app = &app;
+        async move {
+            let res = app
+                .client(reqwest::Method::GET, "/api/v1/users/me", Some(&user.access))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(res.status(), 200);
+            let me: serde_json::Value = res.json().await.unwrap_or_else(|e| panic!("{e}"));
+            (
+                user.user_id.clone(),
+                me["id"].as_str().unwrap_or_default().to_owned(),
+            )
+        }
+    });
+    for (asked, answered) in futures::future::join_all(reads).await {
+        assert_eq!(asked, answered, "an answer went to another caller");
+    }
+    let auth = app
+        .metrics_addrs()
+        .into_iter()
+        .find(|(component, _)| *component == "auth")
+        .map(|(_, addr)| addr)
+        .unwrap_or_else(|| panic!("no auth metrics address"));
+    let metrics = reqwest::get(format!("http://{auth}/metrics"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .text()
+        .await
+        .unwrap_or_default();
+    assert!(
+        metrics.contains("method=\"/latchkey.mux.v1.Mux/Call\",code=\"0\""),
+        "64 concurrent reads reached auth without one batch:\n{metrics}"
+    );
+    app.finish().await;
+}
+
+/// Composing no users reads no one's addresses: an empty `GetUsers` asks contacts nothing
+/// (an empty address list there means the whole project's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_user_batch_reads_nothing_elsewhere() {
+    use crate::helpers::Mode;
+    let app = TestApp::spawn(Mode::Distributed).await;
+    let p = &app.project;
+    let contacts_calls = || async {
+        let channel = latchkey_shared::grpc::lazy_channel(&app.grpc_addr("contacts"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        ServiceClient::new(channel)
+            .describe(with_key(DescribeRequest {}, &p.id, &p.server_key))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_inner()
+            .calls_served
+    };
+    let before = contacts_calls().await;
+    let channel = latchkey_shared::grpc::lazy_channel(&app.grpc_addr("auth"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let users = auth::users_client::UsersClient::new(channel)
+        .get_users(with_key(
+            auth::UserIdList {
+                user_ids: Vec::new(),
+            },
+            &p.id,
+            &p.server_key,
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_inner();
+    assert!(users.items_json.is_empty());
+    // The second `Describe` is the only call contacts served meanwhile.
+    assert_eq!(contacts_calls().await - before, 1);
+    app.finish().await;
+}

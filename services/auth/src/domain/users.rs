@@ -51,12 +51,16 @@ pub async fn channels_of_user(
         .unwrap_or_default())
 }
 
-/// Channels of `users`, keyed by user, from one contacts call.
+/// Channels of `users`, keyed by user, from one contacts call (none for no users: contacts
+/// reads a whole project's channels for an empty list).
 pub async fn channels_of(
     app: &App,
     ctx: &Context,
     users: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<contacts::Channel>>> {
+    if users.is_empty() {
+        return Ok(HashMap::new());
+    }
     let request = contacts::ListChannelsRequest {
         user_ids: users.iter().map(Uuid::to_string).collect(),
         contact_channel_id: None,
@@ -79,14 +83,14 @@ fn metadata(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or(Value::Null)
 }
 
-/// Provider records of `users` (all of the project's when `users` is empty), keyed by user.
+/// Provider records of `users`, keyed by user.
 pub async fn oauth_of(
     app: &App,
     ctx: &Context,
     users: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<OAuthAccount>>> {
     let records = match users {
-        [] => app.oauth.of_project(ctx.project_id).await?,
+        [] => Vec::new(),
         [one] => app.oauth.of_user(ctx.project_id, *one).await?,
         many => app.oauth.of_users(ctx.project_id, many).await?,
     };
