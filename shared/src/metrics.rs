@@ -180,6 +180,13 @@ pub static PASSWORD_LANES: Values = Values::counter(
     "Seconds the password hashing lanes spent busy or idle.",
 );
 
+/// Hashes a thread at normal priority ran because the lanes were starved of CPU (see
+/// `password::Lanes`); steady growth means the hashing needs cores of its own.
+pub static PASSWORD_ESCALATIONS: Values = Values::counter(
+    "latchkey_password_hash_escalations_total",
+    "Password hashes run at normal priority after waiting too long on the hashing lanes.",
+);
+
 /// Every family of this process.
 pub fn render(out: &mut String) {
     GRPC.render(out);
@@ -188,6 +195,7 @@ pub fn render(out: &mut String) {
     WEBHOOK_ATTEMPTS.render(out);
     PASSWORD_QUEUE.render(out);
     PASSWORD_LANES.render(out);
+    PASSWORD_ESCALATIONS.render(out);
 }
 
 /// Serves `GET /metrics` over plain HTTP/1 on `listener` until `shutdown` resolves (a service's

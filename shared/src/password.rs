@@ -1,12 +1,13 @@
 //! Password hashing: argon2id with OWASP parameters (19 MiB, 2 passes, 1 lane), on a fixed set
 //! of hashing threads (about one per core) fed by a queue, so a sign-in flood queues instead of
 //! starving the runtime. Each thread hashes into one block of memory it allocated at start, so
-//! resident memory is lanes × 19 MiB whatever the load, and no hash pays for fresh pages or
-//! leaves its 19 MiB to the allocator's arenas. Verifies argon2 PHC strings and imported bcrypt
+//! resident memory is lanes × 19 MiB whatever the load (twice that once the lanes were starved,
+//! see `Lanes`), and no hash pays for fresh pages or leaves its 19 MiB to the allocator's
+//! arenas. Verifies argon2 PHC strings and imported bcrypt
 //! hashes.
 
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{Output, ParamsString, PasswordHash, Salt, SaltString};
@@ -85,59 +86,183 @@ impl Memory {
     }
 }
 
-type Job = Box<dyn FnOnce(&mut Memory) + Send>;
+/// How long a hash may go without finishing before a thread at normal priority takes it too
+/// (see `Lanes`).
+const ESCALATE_AFTER: Duration = Duration::from_secs(1);
+
+/// One hash or verification and who has taken it. It may run twice (a lane starved while
+/// running it, then an urgent thread): the first answer is the one sent.
+struct Job {
+    work: Box<dyn Fn(&mut Memory) + Send + Sync>,
+    state: Mutex<JobState>,
+}
+
+#[derive(Default)]
+struct JobState {
+    /// When a lane started it.
+    on_lane: Option<Instant>,
+    /// Sent to the urgent threads and not yet looked at there.
+    escalated: bool,
+    /// Taken by an urgent thread.
+    urgent: bool,
+    done: bool,
+}
+
+impl Job {
+    fn state(&self) -> std::sync::MutexGuard<'_, JobState> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A lane runs a job nobody has taken yet.
+    fn claim_for_lane(&self) -> bool {
+        let mut state = self.state();
+        if state.done || state.urgent || state.on_lane.is_some() {
+            return false;
+        }
+        state.on_lane = Some(Instant::now());
+        true
+    }
+
+    /// Whether the job should go to the urgent threads: neither done nor there yet, and still
+    /// waiting for a lane or running on one for longer than a hash takes on a core of its own.
+    fn escalate(&self, after: Duration) -> bool {
+        let mut state = self.state();
+        let starving = state
+            .on_lane
+            .is_none_or(|started| started.elapsed() >= after);
+        if state.done || state.urgent || state.escalated || !starving {
+            return false;
+        }
+        state.escalated = true;
+        true
+    }
+
+    /// An urgent thread runs an escalated job unless a lane finished it or has just begun it
+    /// (its submitter escalates it again if that lane is starved too).
+    fn claim_urgent(&self, after: Duration) -> bool {
+        let mut state = self.state();
+        state.escalated = false;
+        let fresh_on_lane = state
+            .on_lane
+            .is_some_and(|started| started.elapsed() < after);
+        if state.done || state.urgent || fresh_on_lane {
+            return false;
+        }
+        state.urgent = true;
+        true
+    }
+
+    fn run(&self, memory: &mut Memory) {
+        (self.work)(memory);
+        self.state().done = true;
+    }
+}
+
+/// Takes jobs from `queue` until every sender is gone.
+fn take_jobs(queue: &Mutex<mpsc::Receiver<Arc<Job>>>) -> impl Iterator<Item = Arc<Job>> + '_ {
+    // The lock is held only while taking a job, not while running it.
+    std::iter::from_fn(move || queue.lock().ok()?.recv().ok())
+}
 
 /// Hashing threads taking jobs from one queue; they end when the last `Lanes` handle is dropped.
+///
+/// Lanes run below request threads (`yield_to_requests`), which keeps a sign-in flood from
+/// stretching other requests; but CPU-bound work of normal priority — a read flood, another
+/// process on the same cores — can then starve a lane almost completely, and a sign-in would
+/// outlast its deadline. So a job that has not finished `escalate_after` after it arrived, still
+/// queued or running on a lane that slow, is also handed to one of as many urgent threads at
+/// normal priority: a sign-in yields to requests for that long at most. Urgent threads allocate
+/// their argon2 memory on their first job, so they cost nothing resident until needed.
 struct Lanes {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<Arc<Job>>,
+    urgent: mpsc::Sender<Arc<Job>>,
+    escalate_after: Duration,
 }
 
 impl Lanes {
-    fn start(threads: usize) -> Self {
-        let (jobs, queue) = mpsc::channel::<Job>();
+    fn start(threads: usize, escalate_after: Duration) -> Self {
+        let (jobs, queue) = mpsc::channel::<Arc<Job>>();
+        let (urgent, urgent_queue) = mpsc::channel::<Arc<Job>>();
         let queue = Arc::new(Mutex::new(queue));
+        let urgent_queue = Arc::new(Mutex::new(urgent_queue));
         for i in 0..threads.max(1) {
             let queue = queue.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("password-{i}"))
-                .spawn(move || {
-                    yield_to_requests();
-                    let mut memory = Memory::new();
-                    loop {
-                        let waiting = Instant::now();
-                        // The lock is held only while taking a job, not while running it.
-                        let job = match queue.lock() {
-                            Ok(q) => q.recv(),
-                            Err(_) => return,
-                        };
-                        let Ok(job) = job else { return };
-                        let working = Instant::now();
-                        job(&mut memory);
-                        let lanes = &crate::metrics::PASSWORD_LANES;
-                        lanes.add("state=\"idle\"".into(), (working - waiting).as_secs_f64());
-                        lanes.add("state=\"busy\"".into(), working.elapsed().as_secs_f64());
+            spawn_thread(format!("password-{i}"), move || {
+                yield_to_requests();
+                let mut memory = Memory::new();
+                let mut waiting = Instant::now();
+                for job in take_jobs(&queue) {
+                    if !job.claim_for_lane() {
+                        continue;
                     }
-                });
-            if let Err(e) = spawned {
-                tracing::error!(error = %e, "could not start a password hashing thread");
-            }
+                    let working = Instant::now();
+                    job.run(&mut memory);
+                    let lanes = &crate::metrics::PASSWORD_LANES;
+                    lanes.add("state=\"idle\"".into(), (working - waiting).as_secs_f64());
+                    lanes.add("state=\"busy\"".into(), working.elapsed().as_secs_f64());
+                    waiting = Instant::now();
+                }
+            });
+            let urgent_queue = urgent_queue.clone();
+            spawn_thread(format!("urgent-hash-{i}"), move || {
+                let mut memory = None;
+                for job in take_jobs(&urgent_queue) {
+                    if job.claim_urgent(escalate_after) {
+                        crate::metrics::PASSWORD_ESCALATIONS.add(String::new(), 1.0);
+                        job.run(memory.get_or_insert_with(Memory::new));
+                    }
+                }
+            });
         }
-        Self { jobs }
+        Self {
+            jobs,
+            urgent,
+            escalate_after,
+        }
     }
 
     /// Runs `work` on a hashing thread and waits for its answer without blocking the runtime.
     async fn run<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&mut Memory) -> T + Send + 'static,
+        work: impl Fn(&mut Memory) -> T + Send + Sync + 'static,
     ) -> Result<T, PasswordError> {
         let _queued = Queued::enter();
         let (done, answer) = oneshot::channel();
+        let done = Mutex::new(Some(done));
         let span = tracing::Span::current();
-        let job: Job = Box::new(move |memory| {
-            let _ = done.send(span.in_scope(|| work(memory)));
+        let job = Arc::new(Job {
+            work: Box::new(move |memory| {
+                let answer = span.in_scope(|| work(memory));
+                if let Some(done) = done.lock().ok().and_then(|mut d| d.take()) {
+                    let _ = done.send(answer);
+                }
+            }),
+            state: Mutex::default(),
         });
-        self.jobs.send(job).map_err(|_| PasswordError::Stopped)?;
-        answer.await.map_err(|_| PasswordError::Stopped)
+        self.jobs
+            .send(job.clone())
+            .map_err(|_| PasswordError::Stopped)?;
+        let mut answer = std::pin::pin!(answer);
+        loop {
+            match tokio::time::timeout(self.escalate_after, &mut answer).await {
+                Ok(answer) => return answer.map_err(|_| PasswordError::Stopped),
+                Err(_) => {
+                    if job.escalate(self.escalate_after) {
+                        self.urgent
+                            .send(job.clone())
+                            .map_err(|_| PasswordError::Stopped)?;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn spawn_thread(name: String, body: impl FnOnce() + Send + 'static) {
+    if let Err(e) = std::thread::Builder::new().name(name).spawn(body) {
+        tracing::error!(error = %e, "could not start a password hashing thread");
     }
 }
 
@@ -236,7 +361,7 @@ impl Default for Passwords {
 impl Passwords {
     pub fn new(concurrent: usize) -> Self {
         Self {
-            lanes: Arc::new(Lanes::start(concurrent)),
+            lanes: Arc::new(Lanes::start(concurrent, ESCALATE_AFTER)),
             dummy: Arc::new(OnceCell::new()),
         }
     }
@@ -320,19 +445,17 @@ mod tests {
             .unwrap_or(true));
     }
 
+    /// Niceness and scheduling policy of this process's threads whose names start with
+    /// `prefix`, as the kernel reports them.
     #[cfg(target_os = "linux")]
-    #[tokio::test]
-    async fn lanes_run_below_request_threads() {
-        let p = Passwords::new(1);
-        let _ = p.hash("warm").await;
-        // The lane's niceness and policy as the kernel reports them for its thread.
-        let lanes: Vec<(i64, i64)> = std::fs::read_dir("/proc/self/task")
+    fn priorities(prefix: &str) -> Vec<(i64, i64)> {
+        std::fs::read_dir("/proc/self/task")
             .into_iter()
             .flatten()
             .flatten()
             .filter_map(|task| {
                 let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
-                if !comm.starts_with("password-") {
+                if !comm.starts_with(prefix) {
                     return None;
                 }
                 let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
@@ -340,10 +463,109 @@ mod tests {
                 // After the command: state is field 3, nice field 19, policy field 41.
                 Some((fields.get(16)?.parse().ok()?, fields.get(38)?.parse().ok()?))
             })
-            .collect();
+            .collect()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn lanes_run_below_request_threads_and_urgent_threads_beside_them() {
+        let p = Passwords::new(1);
+        let _ = p.hash("warm").await;
+        let lanes = priorities("password-");
         assert!(!lanes.is_empty());
         // Nice 19, SCHED_BATCH (3).
         assert!(lanes.iter().all(|l| *l == (19, 3)), "{lanes:?}");
+        let urgent = priorities("urgent-hash-");
+        assert!(!urgent.is_empty());
+        // As this test's own threads: niceness unchanged, SCHED_OTHER (0).
+        let nice = priorities("").first().map_or(0, |own| own.0);
+        assert!(urgent.iter().all(|u| *u == (nice, 0)), "{urgent:?}");
+    }
+
+    /// A lane that cannot make progress (here: held by a job; in production: starved of CPU
+    /// by work of normal priority) delays a hash by the escalation time, not indefinitely, and
+    /// a hash that ran on an urgent thread is not run again when the lane gets to it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hash_behind_a_stuck_lane_runs_at_normal_priority_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let lanes = Arc::new(Lanes::start(1, Duration::from_millis(50)));
+        let within = Duration::from_secs(30);
+        // The lane takes a while to start (its memory); until then its jobs go urgent.
+        until_the_lane_runs_one(&lanes, within).await;
+        // A job whose run on the lane holds the lane; an escalated run returns at once. If the
+        // lane was too slow to take it before it went urgent, another is sent.
+        let mut holding = None;
+        for _ in 0..20 {
+            let (release, held) = mpsc::channel::<()>();
+            let (on_lane, lane_held) = mpsc::channel::<()>();
+            let hold = Mutex::new(Some((held, on_lane)));
+            let holder = tokio::spawn({
+                let lanes = lanes.clone();
+                async move {
+                    lanes
+                        .run(move |_| {
+                            if std::thread::current().name() != Some("password-0") {
+                                return;
+                            }
+                            if let Some((held, on_lane)) =
+                                hold.lock().ok().and_then(|mut h| h.take())
+                            {
+                                let _ = on_lane.send(());
+                                let _ = held.recv();
+                            }
+                        })
+                        .await
+                }
+            });
+            let held = tokio::task::spawn_blocking(move || lane_held.recv_timeout(within));
+            if matches!(held.await, Ok(Ok(()))) {
+                holding = Some((release, holder));
+                break;
+            }
+        }
+        let Some((release, holder)) = holding else {
+            panic!("the lane never held a job")
+        };
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = runs.clone();
+        let hashed = tokio::time::timeout(
+            within,
+            lanes.run(move |memory| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                hash_in(memory, b"urgent")
+            }),
+        )
+        .await;
+        let hash = hashed
+            .unwrap_or_else(|_| panic!("no hash while the lane was held"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(hash.starts_with("$argon2id$"), "{hash}");
+        let held_answer = tokio::time::timeout(within, holder).await;
+        assert!(
+            matches!(held_answer, Ok(Ok(Ok(())))),
+            "the holding job itself was not answered"
+        );
+        // Free the lane, and wait until it has run a job queued after the hash (so it has
+        // passed the hash's place in its queue).
+        let _ = release.send(());
+        until_the_lane_runs_one(&lanes, within).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
+
+    /// Sends jobs until one runs on the (single) lane rather than an urgent thread.
+    async fn until_the_lane_runs_one(lanes: &Lanes, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let ran_on = lanes
+                .run(|_| std::thread::current().name().map(str::to_owned))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            if ran_on.as_deref() == Some("password-0") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the lane never ran a job");
+        }
     }
 
     #[tokio::test]
