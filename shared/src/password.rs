@@ -1,8 +1,8 @@
 //! Password hashing: argon2id with OWASP parameters (19 MiB, 2 passes, 1 lane), on a fixed set
 //! of hashing threads (about one per core) fed by a queue, so a sign-in flood queues instead of
 //! starving the runtime. Each thread hashes into one block of memory it allocated at start, so
-//! resident memory is lanes × 19 MiB whatever the load (twice that once the lanes were starved,
-//! see `Lanes`), and no hash pays for fresh pages or leaves its 19 MiB to the allocator's
+//! resident memory is lanes × 19 MiB whatever the load (one block more once the lanes were
+//! starved, see `Lanes`), and no hash pays for fresh pages or leaves its 19 MiB to the allocator's
 //! arenas. Verifies argon2 PHC strings and imported bcrypt
 //! hashes.
 
@@ -88,10 +88,10 @@ impl Memory {
 
 /// How long a hash may go without finishing before a thread at normal priority takes it too
 /// (see `Lanes`).
-const ESCALATE_AFTER: Duration = Duration::from_secs(1);
+const ESCALATE_AFTER: Duration = Duration::from_secs(2);
 
 /// One hash or verification and who has taken it. It may run twice (a lane starved while
-/// running it, then an urgent thread): the first answer is the one sent.
+/// running it, then the urgent thread): the first answer is the one sent.
 struct Job {
     work: Box<dyn Fn(&mut Memory) + Send + Sync>,
     state: Mutex<JobState>,
@@ -101,9 +101,9 @@ struct Job {
 struct JobState {
     /// When a lane started it.
     on_lane: Option<Instant>,
-    /// Sent to the urgent threads and not yet looked at there.
+    /// Sent to the urgent thread and not yet looked at there.
     escalated: bool,
-    /// Taken by an urgent thread.
+    /// Taken by the urgent thread.
     urgent: bool,
     done: bool,
 }
@@ -125,7 +125,7 @@ impl Job {
         true
     }
 
-    /// Whether the job should go to the urgent threads: neither done nor there yet, and still
+    /// Whether the job should go to the urgent thread: neither done nor there yet, and still
     /// waiting for a lane or running on one for longer than a hash takes on a core of its own.
     fn escalate(&self, after: Duration) -> bool {
         let mut state = self.state();
@@ -139,7 +139,7 @@ impl Job {
         true
     }
 
-    /// An urgent thread runs an escalated job unless a lane finished it or has just begun it
+    /// The urgent thread runs an escalated job unless a lane finished it or has just begun it
     /// (its submitter escalates it again if that lane is starved too).
     fn claim_urgent(&self, after: Duration) -> bool {
         let mut state = self.state();
@@ -172,9 +172,11 @@ fn take_jobs(queue: &Mutex<mpsc::Receiver<Arc<Job>>>) -> impl Iterator<Item = Ar
 /// stretching other requests; but CPU-bound work of normal priority — a read flood, another
 /// process on the same cores — can then starve a lane almost completely, and a sign-in would
 /// outlast its deadline. So a job that has not finished `escalate_after` after it arrived, still
-/// queued or running on a lane that slow, is also handed to one of as many urgent threads at
-/// normal priority: a sign-in yields to requests for that long at most. Urgent threads allocate
-/// their argon2 memory on their first job, so they cost nothing resident until needed.
+/// queued or running on a lane that slow, is also handed to an urgent thread at normal
+/// priority: a sign-in yields to requests for that long at most (a lone sign-up starved by two
+/// busy loops on this machine's two cores outlasted its 10 s deadline before). One urgent
+/// thread suffices to guarantee progress and keeps the extra memory to one block, which it
+/// allocates on its first job, so it costs nothing resident until needed.
 struct Lanes {
     jobs: mpsc::Sender<Arc<Job>>,
     urgent: mpsc::Sender<Arc<Job>>,
@@ -186,7 +188,7 @@ impl Lanes {
         let (jobs, queue) = mpsc::channel::<Arc<Job>>();
         let (urgent, urgent_queue) = mpsc::channel::<Arc<Job>>();
         let queue = Arc::new(Mutex::new(queue));
-        let urgent_queue = Arc::new(Mutex::new(urgent_queue));
+        let urgent_queue = Mutex::new(urgent_queue);
         for i in 0..threads.max(1) {
             let queue = queue.clone();
             spawn_thread(format!("password-{i}"), move || {
@@ -205,17 +207,16 @@ impl Lanes {
                     waiting = Instant::now();
                 }
             });
-            let urgent_queue = urgent_queue.clone();
-            spawn_thread(format!("urgent-hash-{i}"), move || {
-                let mut memory = None;
-                for job in take_jobs(&urgent_queue) {
-                    if job.claim_urgent(escalate_after) {
-                        crate::metrics::PASSWORD_ESCALATIONS.add(String::new(), 1.0);
-                        job.run(memory.get_or_insert_with(Memory::new));
-                    }
-                }
-            });
         }
+        spawn_thread("urgent-hash".to_owned(), move || {
+            let mut memory = None;
+            for job in take_jobs(&urgent_queue) {
+                if job.claim_urgent(escalate_after) {
+                    crate::metrics::PASSWORD_ESCALATIONS.add(String::new(), 1.0);
+                    job.run(memory.get_or_insert_with(Memory::new));
+                }
+            }
+        });
         Self {
             jobs,
             urgent,
@@ -468,14 +469,14 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[tokio::test]
-    async fn lanes_run_below_request_threads_and_urgent_threads_beside_them() {
+    async fn lanes_run_below_request_threads_and_the_urgent_thread_beside_them() {
         let p = Passwords::new(1);
         let _ = p.hash("warm").await;
         let lanes = priorities("password-");
         assert!(!lanes.is_empty());
         // Nice 19, SCHED_BATCH (3).
         assert!(lanes.iter().all(|l| *l == (19, 3)), "{lanes:?}");
-        let urgent = priorities("urgent-hash-");
+        let urgent = priorities("urgent-hash");
         assert!(!urgent.is_empty());
         // As this test's own threads: niceness unchanged, SCHED_OTHER (0).
         let nice = priorities("").first().map_or(0, |own| own.0);
@@ -484,7 +485,7 @@ mod tests {
 
     /// A lane that cannot make progress (here: held by a job; in production: starved of CPU
     /// by work of normal priority) delays a hash by the escalation time, not indefinitely, and
-    /// a hash that ran on an urgent thread is not run again when the lane gets to it.
+    /// a hash that ran on the urgent thread is not run again when the lane gets to it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_hash_behind_a_stuck_lane_runs_at_normal_priority_once() {
         use std::sync::atomic::{AtomicUsize, Ordering};
@@ -553,7 +554,7 @@ mod tests {
         assert_eq!(runs.load(Ordering::SeqCst), 1);
     }
 
-    /// Sends jobs until one runs on the (single) lane rather than an urgent thread.
+    /// Sends jobs until one runs on the (single) lane rather than the urgent thread.
     async fn until_the_lane_runs_one(lanes: &Lanes, within: Duration) {
         let deadline = Instant::now() + within;
         loop {
