@@ -87,8 +87,11 @@ impl Memory {
 }
 
 /// How long a hash may go without finishing before a thread at normal priority takes it too
-/// (see `Lanes`).
-const ESCALATE_AFTER: Duration = Duration::from_secs(2);
+/// (see `Lanes`): half the callers' default deadline, leaving the other half for the hash. At
+/// two seconds the benchmark's read flood over a sign-in flood, which the lanes should merely
+/// slow, escalated 8-11 hashes a run, and the urgent thread's block then stayed resident.
+const ESCALATE_AFTER: Duration =
+    Duration::from_secs(crate::grpc::context::DEFAULT_DEADLINE.as_secs() / 2);
 
 /// One hash or verification and who has taken it. It may run twice (a lane starved while
 /// running it, then the urgent thread): the first answer is the one sent.
