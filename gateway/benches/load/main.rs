@@ -78,6 +78,9 @@ struct Row {
 struct ModeFigures {
     /// Share of the hashing lanes' time spent waiting for work during the sign-in flood.
     lanes_idle: f64,
+    /// Hashes run at normal priority because the lanes were starved, during `/users/me` under
+    /// a sign-in flood.
+    escalations: f64,
     /// Raw argon2id verifications per second measured right before and right after this
     /// mode's sign-in flood. Their mean is the denominator of its sign-in ratio: this machine's
     /// rate drifts by 15 % over minutes, and a drift across the flood cancels out of a mean of
@@ -266,20 +269,29 @@ fn sign_ins(stack: &Stack, signers: &[String]) -> drive::Requests {
     Arc::new(move |i| requests[i % requests.len()].clone())
 }
 
-/// Seconds the hashing lanes have spent busy, from auth's `/metrics`.
-async fn lane_busy_seconds(stack: &Stack) -> f64 {
+/// The value of auth's series `name` whose line contains `labels` (0 when absent).
+async fn auth_metric(stack: &Stack, name: &str, labels: &str) -> f64 {
     let text = stack.metrics("auth").await;
-    let value = |state: &str| {
-        text.lines()
-            .find(|l| {
-                l.starts_with("latchkey_password_lane_seconds_total")
-                    && l.contains(&format!("state=\"{state}\""))
-            })
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    value("busy")
+    text.lines()
+        .find(|l| l.starts_with(name) && l.contains(labels))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
+/// Seconds the hashing lanes have spent busy.
+async fn lane_busy_seconds(stack: &Stack) -> f64 {
+    auth_metric(
+        stack,
+        "latchkey_password_lane_seconds_total",
+        "state=\"busy\"",
+    )
+    .await
+}
+
+/// Hashes run at normal priority because the lanes were starved.
+async fn escalations(stack: &Stack) -> f64 {
+    auth_metric(stack, "latchkey_password_hash_escalations_total", "").await
 }
 
 /// Every scenario once against `stack`.
@@ -341,11 +353,13 @@ async fn round(
     figures.argon2_around = (before, raw_argon2().await);
 
     // `GET /users/me` while sign-ins keep the hash pool saturated, each from its own generator.
+    let escalated_before = escalations(stack).await;
     let flood = drive::blast(stack.addr, c, duration, sign_ins(stack, &f.signers), 200);
     let under = drive::blast(stack.addr, c, duration, same(me), 200)
         .join()
         .unwrap_or_default();
     let _ = flood.join();
+    figures.escalations = escalations(stack).await - escalated_before;
     add("GET /users/me while sign-ins saturate argon2", under);
     if args.hot {
         return (rows, figures);
@@ -600,6 +614,11 @@ fn report(
     println!("Hashing lanes idle during the sign-in flood (share of their time):");
     for (mode, fig) in figures {
         println!("  {mode:<12} {:.1}%", 100.0 * fig.lanes_idle);
+    }
+    println!();
+    println!("Hashes escalated to normal priority during /users/me under the sign-in flood:");
+    for (mode, fig) in figures {
+        println!("  {mode:<12} {:.0}", fig.escalations);
     }
     println!();
     println!("Resident memory after the run (MiB):");
