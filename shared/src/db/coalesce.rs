@@ -152,14 +152,14 @@ where
     }
 }
 
-/// The rows of one table that share a project and a column's value (a user's row, a user's
-/// addresses), read by `(project, value)` and coalesced: one `select_in` per project among the
-/// keys asked for together.
-pub struct RowsBy<T> {
-    reads: Coalesced<(Uuid, Uuid), Vec<T>>,
+/// The rows of one table that share a project and a column's value `V` (a user's row, a user's
+/// addresses, a refresh token), read by `(project, value)` and coalesced: one `select_in` per
+/// project among the keys asked for together.
+pub struct RowsBy<T, V = Uuid> {
+    reads: Coalesced<(Uuid, V), Vec<T>>,
 }
 
-impl<T> Clone for RowsBy<T> {
+impl<T, V> Clone for RowsBy<T, V> {
     fn clone(&self) -> Self {
         Self {
             reads: self.reads.clone(),
@@ -167,13 +167,13 @@ impl<T> Clone for RowsBy<T> {
     }
 }
 
-impl<T> std::fmt::Debug for RowsBy<T> {
+impl<T, V> std::fmt::Debug for RowsBy<T, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.reads.fmt(f)
     }
 }
 
-impl<T> RowsBy<T>
+impl<T, V> RowsBy<T, V>
 where
     T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
         + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
@@ -182,6 +182,16 @@ where
         + Sync
         + Unpin
         + 'static,
+    V: for<'q> sqlx::Encode<'q, sqlx::Postgres>
+        + sqlx::Type<sqlx::Postgres>
+        + for<'q> sqlx::Encode<'q, sqlx::Sqlite>
+        + sqlx::Type<sqlx::Sqlite>
+        + Hash
+        + Eq
+        + Clone
+        + Send
+        + Sync
+        + 'static,
 {
     /// `select` is `SELECT … FROM table` without a condition; `key_of` gives a row's
     /// `(project, value of column)`.
@@ -189,21 +199,21 @@ where
         db: &Database,
         select: String,
         column: &'static str,
-        key_of: fn(&T) -> (Uuid, Uuid),
+        key_of: fn(&T) -> (Uuid, V),
     ) -> Self {
         let db = db.clone();
         let select: Arc<str> = select.into();
-        let reads = Coalesced::new(move |keys: Vec<(Uuid, Uuid)>| {
+        let reads = Coalesced::new(move |keys: Vec<(Uuid, V)>| {
             let (db, select) = (db.clone(), select.clone());
             async move {
-                let mut by_project: HashMap<Uuid, Vec<Uuid>> = HashMap::new();
-                for (project, id) in keys {
-                    by_project.entry(project).or_default().push(id);
+                let mut by_project: HashMap<Uuid, Vec<V>> = HashMap::new();
+                for (project, value) in keys {
+                    by_project.entry(project).or_default().push(value);
                 }
-                let mut rows: HashMap<(Uuid, Uuid), Vec<T>> = HashMap::new();
-                for (project, ids) in by_project {
+                let mut rows: HashMap<(Uuid, V), Vec<T>> = HashMap::new();
+                for (project, values) in by_project {
                     let found: Vec<T> =
-                        super::select_in(&db, &select, project, column, &ids).await?;
+                        super::select_in(&db, &select, project, column, &values).await?;
                     for row in found {
                         rows.entry(key_of(&row)).or_default().push(row);
                     }
@@ -215,12 +225,12 @@ where
     }
 
     /// Every row of `project` whose column is `value`, in no particular order.
-    pub async fn all(&self, project: Uuid, value: Uuid) -> sqlx::Result<Vec<T>> {
+    pub async fn all(&self, project: Uuid, value: V) -> sqlx::Result<Vec<T>> {
         Ok(self.reads.get((project, value)).await?.unwrap_or_default())
     }
 
     /// The row of `project` whose column is `value` (for a unique column).
-    pub async fn one(&self, project: Uuid, value: Uuid) -> sqlx::Result<Option<T>> {
+    pub async fn one(&self, project: Uuid, value: V) -> sqlx::Result<Option<T>> {
         Ok(self.all(project, value).await?.into_iter().next())
     }
 }

@@ -2,9 +2,8 @@
 //! through `with_pool!`; every change that others must hear of enqueues its events in the same
 //! transaction.
 
-use latchkey_shared::db::coalesce::{Coalesced, RowsBy};
+use latchkey_shared::db::coalesce::RowsBy;
 use latchkey_shared::db::search::{self, Searchable, Start};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use latchkey_shared::db::Database;
@@ -123,7 +122,7 @@ pub struct Accounts {
     users: RowsBy<UserRow>,
     /// Refresh tokens with their session and user by (project, token hash), read together
     /// with the other requests' (one statement for the refreshes of a moment).
-    tokens: Coalesced<(Uuid, String), FoundToken>,
+    tokens: RowsBy<FoundToken, String>,
 }
 
 /// Refresh tokens with their session and the session's user; `select_in` adds the condition,
@@ -137,28 +136,6 @@ fn found_tokens_select() -> String {
          JOIN sessions s ON s.project_id = t.project_id AND s.id = t.session_id \
          JOIN (SELECT {USER_COLUMNS} FROM users) u ON u.project_id = s.project_id AND u.id = s.user_id) found"
     )
-}
-
-/// Reads the refresh tokens of `keys`, one statement per project among them.
-async fn found_tokens(
-    db: Database,
-    select: Arc<str>,
-    keys: Vec<(Uuid, String)>,
-) -> sqlx::Result<Vec<((Uuid, String), FoundToken)>> {
-    let mut by_project: HashMap<Uuid, Vec<String>> = HashMap::new();
-    for (project, hash) in keys {
-        by_project.entry(project).or_default().push(hash);
-    }
-    let mut found = Vec::new();
-    for (project, hashes) in by_project {
-        let rows: Vec<FoundToken> =
-            latchkey_shared::db::select_in(&db, &select, project, "token_hash", &hashes).await?;
-        found.extend(
-            rows.into_iter()
-                .map(|r| ((project, r.token_hash.clone()), r)),
-        );
-    }
-    Ok(found)
 }
 
 macro_rules! insert_user_sql {
@@ -182,10 +159,12 @@ impl Accounts {
                 "id",
                 |u: &UserRow| (u.project_id, u.id),
             ),
-            tokens: {
-                let (db, select): (Database, Arc<str>) = (db.clone(), found_tokens_select().into());
-                Coalesced::new(move |keys| found_tokens(db.clone(), select.clone(), keys))
-            },
+            tokens: RowsBy::new(
+                &db,
+                found_tokens_select(),
+                "token_hash",
+                |t: &FoundToken| (t.user.project_id, t.token_hash.clone()),
+            ),
             db,
         }
     }
@@ -596,7 +575,7 @@ impl Accounts {
         project: Uuid,
         token_hash: &str,
     ) -> Result<Option<TokenLookup>, StoreError> {
-        let found = self.tokens.get((project, token_hash.to_owned())).await?;
+        let found = self.tokens.one(project, token_hash.to_owned()).await?;
         Ok(found.map(|f| TokenLookup {
             session: SessionRow {
                 project_id: f.user.project_id,
