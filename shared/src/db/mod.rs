@@ -11,12 +11,14 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 
 /// Point reads of concurrent requests answered by one statement.
 pub mod coalesce;
+/// Writes of concurrent requests committed together.
+pub mod grouped;
 /// Connection pooling without per-statement pings.
 pub mod pool;
 /// Substring search from indexes, in id order.
 pub mod search;
 
-pub use pool::{Pool, Transaction};
+pub use pool::{Pool, Transaction, Writers};
 
 /// A service's connection pool, on one of the two backends.
 #[derive(Debug, Clone)]
@@ -28,6 +30,9 @@ pub enum Database {
 /// Connections to one SQLite file: one writes at a time (WAL), a few read beside it; each has a
 /// worker thread and a page cache of its own, so more only cost memory.
 const SQLITE_CONNECTIONS: usize = 4;
+
+/// How long a write waits for SQLite's one write lock.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Short, so that while the server is down calls fail with 503 within it instead of piling
 /// up; 1.5 s was too short for connection set-up on a loaded two-core machine.
@@ -59,28 +64,27 @@ impl Database {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let options = PgConnectOptions::from_str(url)?;
             Ok(Self::Postgres(
-                Pool::connect(options, 16, ACQUIRE_TIMEOUT, None).await?,
+                Pool::connect(options, 16, ACQUIRE_TIMEOUT, Writers::Concurrent).await?,
             ))
         } else if url.starts_with("sqlite:") {
             // WAL lets the CLI and a running server share the file (80 §11.15); the busy timeout
-            // makes concurrent writers wait instead of failing.
+            // makes a writer in another process wait instead of failing (writers in this one
+            // queue in the pool).
             let options = SqliteConnectOptions::from_str(url)?
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
-                .busy_timeout(Duration::from_secs(10))
+                .busy_timeout(SQLITE_BUSY_TIMEOUT)
                 .foreign_keys(true);
             // Transactions write, and take the write lock when they begin: a deferred one whose
             // first statement reads (a trigger, an index maintained by one) before it writes
             // fails at once with SQLITE_BUSY when another writer committed meanwhile, instead of
             // waiting its turn.
+            let writers = Writers::One {
+                begin: "BEGIN IMMEDIATE",
+                wait: SQLITE_BUSY_TIMEOUT,
+            };
             Ok(Self::Sqlite(
-                Pool::connect(
-                    options,
-                    SQLITE_CONNECTIONS,
-                    ACQUIRE_TIMEOUT,
-                    Some("BEGIN IMMEDIATE"),
-                )
-                .await?,
+                Pool::connect(options, SQLITE_CONNECTIONS, ACQUIRE_TIMEOUT, writers).await?,
             ))
         } else {
             Err(DbError::UnsupportedUrl)

@@ -10,6 +10,11 @@
 //! - A connection that failed with an I/O or protocol error is closed.
 //! - A connection that sat idle for more than `VERIFY_AFTER_IDLE` (the server may have restarted
 //!   meanwhile) is pinged before use; busy pools never pay for it.
+//!
+//! On a database that takes one writer at a time (SQLite), writers queue here, in order, for
+//! the one write lock. Left to the database, a writer that finds the lock taken sleeps in
+//! SQLite's busy handler (1, 2, 5, 10 … 100 ms) instead of starting when the lock is given
+//! back: 16 concurrent token refreshes left a third of the machine idle and their p99 at 40 ms.
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -55,20 +60,30 @@ struct Shared<DB: Database> {
     slots: Arc<Semaphore>,
     max: usize,
     acquire_timeout: Duration,
-    /// How transactions begin, when not the backend's default.
-    begin: Option<&'static str>,
+    writers: Writers,
+    /// The write lock of a one-writer database, taken in order.
+    write_lock: Arc<Semaphore>,
+}
+
+/// How a database takes concurrent writers.
+#[derive(Debug, Clone, Copy)]
+pub enum Writers {
+    /// The server orders them itself (PostgreSQL); transactions begin as the backend begins them.
+    Concurrent,
+    /// One at a time (SQLite). Transactions begin with `begin` and hold the write lock until
+    /// they end; a statement outside a transaction that does not read (`SELECT …`) holds it for
+    /// itself. Either waits up to `wait` for it.
+    One { begin: &'static str, wait: Duration },
 }
 
 impl<DB: Database> Pool<DB> {
     /// Opens one connection now (so a wrong URL or a server that is down fails at start) and
     /// the others as they are needed.
-    /// Transactions begin with `begin` when given (SQLite: `BEGIN IMMEDIATE`, see
-    /// `Database::connect`), else with the backend's default.
     pub async fn connect(
         options: <DB::Connection as Connection>::Options,
         max: usize,
         acquire_timeout: Duration,
-        begin: Option<&'static str>,
+        writers: Writers,
     ) -> sqlx::Result<Self> {
         let first = options.connect().await?;
         let pool = Self {
@@ -78,7 +93,8 @@ impl<DB: Database> Pool<DB> {
                 slots: Arc::new(Semaphore::new(max)),
                 max,
                 acquire_timeout,
-                begin,
+                writers,
+                write_lock: Arc::new(Semaphore::new(1)),
             }),
         };
         pool.shared.put_back(first);
@@ -87,6 +103,15 @@ impl<DB: Database> Pool<DB> {
 
     /// A connection for a while; waits up to the acquire timeout for a free slot.
     pub async fn acquire(&self) -> sqlx::Result<Conn<DB>> {
+        self.acquire_writing(None).await
+    }
+
+    /// A connection holding `writer`, the write lock, if given: the lock is taken before a
+    /// slot, so that writers waiting their turn do not keep the readers' connections.
+    async fn acquire_writing(
+        &self,
+        writer: Option<OwnedSemaphorePermit>,
+    ) -> sqlx::Result<Conn<DB>> {
         let shared = self.shared.clone();
         let acquiring = async move {
             let permit = shared
@@ -101,6 +126,7 @@ impl<DB: Database> Pool<DB> {
                 state: State::Clean,
                 shared,
                 permit: Some(permit),
+                writer,
             })
         };
         tokio::time::timeout(self.shared.acquire_timeout, acquiring)
@@ -108,11 +134,39 @@ impl<DB: Database> Pool<DB> {
             .map_err(|_| sqlx::Error::PoolTimedOut)?
     }
 
+    /// The write lock, on a one-writer database.
+    async fn write_lock(&self) -> sqlx::Result<Option<OwnedSemaphorePermit>> {
+        let Writers::One { wait, .. } = self.shared.writers else {
+            return Ok(None);
+        };
+        let lock = self.shared.write_lock.clone().acquire_owned();
+        match tokio::time::timeout(wait, lock).await {
+            Ok(Ok(permit)) => Ok(Some(permit)),
+            Ok(Err(_)) => Err(sqlx::Error::PoolClosed),
+            Err(_) => Err(sqlx::Error::PoolTimedOut),
+        }
+    }
+
+    /// A connection for one statement on the pool: with the write lock when the statement
+    /// may write to a one-writer database.
+    async fn acquire_for(&self, sql: &str) -> sqlx::Result<Conn<DB>> {
+        let writer = if reads_only(sql) {
+            None
+        } else {
+            self.write_lock().await?
+        };
+        self.acquire_writing(writer).await
+    }
+
     /// Begins a transaction on a connection of its own.
     pub async fn begin(&self) -> sqlx::Result<Transaction<DB>> {
-        let mut conn = self.acquire().await?;
+        let writer = self.write_lock().await?;
+        let mut conn = self.acquire_writing(writer).await?;
         conn.state = State::InTransaction;
-        let statement = self.shared.begin.map(std::borrow::Cow::Borrowed);
+        let statement = match self.shared.writers {
+            Writers::One { begin, .. } => Some(std::borrow::Cow::Borrowed(begin)),
+            Writers::Concurrent => None,
+        };
         let begun = DB::TransactionManager::begin(conn.raw(), statement).await;
         if let Err(e) = &begun {
             if breaks_connection(e) {
@@ -165,6 +219,14 @@ impl<DB: Database> Shared<DB> {
     }
 }
 
+/// Whether a statement only reads; anything else (`WITH`, `PRAGMA` included) is taken for a
+/// write, which at worst makes a read wait for the write lock.
+fn reads_only(sql: &str) -> bool {
+    sql.trim_start()
+        .get(..6)
+        .is_some_and(|head| head.eq_ignore_ascii_case("select"))
+}
+
 /// Where a connection stands, which decides what happens to it when it is given back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -184,6 +246,8 @@ pub struct Conn<DB: Database> {
     state: State,
     shared: Arc<Shared<DB>>,
     permit: Option<OwnedSemaphorePermit>,
+    /// The write lock of a one-writer database, held by a transaction or a writing statement.
+    writer: Option<OwnedSemaphorePermit>,
 }
 
 impl<DB: Database> Conn<DB> {
@@ -229,16 +293,18 @@ impl<DB: Database> Drop for Conn<DB> {
             return;
         };
         let permit = self.permit.take();
+        let writer = self.writer.take();
         match self.state {
             State::Clean => {
                 self.shared.put_back(conn);
-                drop(permit);
+                drop((permit, writer));
             }
-            State::Broken => drop(conn),
+            State::Broken => drop((conn, writer)),
             State::Busy | State::InTransaction => {
                 let in_transaction = self.state == State::InTransaction;
                 let shared = self.shared.clone();
-                // The permit stays taken until the connection is usable again.
+                // The permit and the write lock stay taken until the connection is usable again
+                // (a transaction rolled back).
                 let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                     return;
                 };
@@ -250,7 +316,7 @@ impl<DB: Database> Drop for Conn<DB> {
                     if let Ok(Ok(())) = settled {
                         shared.put_back(conn);
                     }
-                    drop(permit);
+                    drop((permit, writer));
                 });
             }
         }
@@ -346,7 +412,7 @@ where
         let pool = self.clone();
         // Rows are collected while the connection is held: every caller reads them all.
         let rows = async move {
-            let mut conn = pool.acquire().await?;
+            let mut conn = pool.acquire_for(query.sql()).await?;
             let all: sqlx::Result<Vec<_>> = conn.start().fetch_many(query).try_collect().await;
             conn.finish(&all);
             Ok::<_, sqlx::Error>(futures::stream::iter(all?.into_iter().map(Ok)))
@@ -360,7 +426,7 @@ where
     {
         let pool = self.clone();
         Box::pin(async move {
-            let mut conn = pool.acquire().await?;
+            let mut conn = pool.acquire_for(query.sql()).await?;
             let row = conn.start().fetch_optional(query).await;
             conn.finish(&row);
             row
@@ -389,5 +455,79 @@ where
             conn.finish(&described);
             described
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    /// A pool of two connections to a new SQLite file, writers queued in the pool.
+    async fn sqlite(dir: &tempfile::TempDir) -> Pool<sqlx::Sqlite> {
+        let url = format!("sqlite://{}/w.db", dir.path().display());
+        let options = sqlx::sqlite::SqliteConnectOptions::from_str(&url)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+            .busy_timeout(Duration::from_secs(10));
+        let writers = Writers::One {
+            begin: "BEGIN IMMEDIATE",
+            wait: Duration::from_secs(10),
+        };
+        let pool = Pool::connect(options, 2, Duration::from_secs(1), writers)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        sqlx::query("CREATE TABLE t (n INTEGER)")
+            .execute(&pool)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        pool
+    }
+
+    async fn count(pool: &Pool<sqlx::Sqlite>) -> sqlx::Result<i64> {
+        sqlx::query_scalar("SELECT count(*) FROM t")
+            .fetch_one(pool)
+            .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_writers_wait_their_turn_without_keeping_connections_from_readers() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let pool = sqlite(&dir).await;
+        let mut first = pool.begin().await.unwrap_or_else(|e| panic!("{e}"));
+        sqlx::query("INSERT INTO t VALUES (1)")
+            .execute(&mut *first)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let second = tokio::spawn({
+            let pool = pool.clone();
+            async move {
+                let mut tx = pool.begin().await?;
+                sqlx::query("INSERT INTO t VALUES (2)")
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await
+            }
+        });
+        let third = tokio::spawn({
+            let pool = pool.clone();
+            async move { sqlx::query("INSERT INTO t VALUES (3)").execute(&pool).await }
+        });
+        // Long enough for both writers to be waiting for the first one.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The pool's other connection is free for a reader (were the second writer waiting
+        // inside SQLite, it would hold that connection and this read would time out).
+        assert_eq!(count(&pool).await.unwrap_or_else(|e| panic!("{e}")), 0);
+        first.commit().await.unwrap_or_else(|e| panic!("{e}"));
+        second
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|e| panic!("the second writer: {e}"));
+        third
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|e| panic!("the statement outside a transaction: {e}"));
+        assert_eq!(count(&pool).await.unwrap_or_else(|e| panic!("{e}")), 3);
     }
 }

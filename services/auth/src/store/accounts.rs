@@ -3,6 +3,7 @@
 //! transaction.
 
 use latchkey_shared::db::coalesce::RowsBy;
+use latchkey_shared::db::grouped::Grouped;
 use latchkey_shared::db::search::{self, Searchable, Start};
 use std::sync::Arc;
 
@@ -123,6 +124,41 @@ pub struct Accounts {
     /// Refresh tokens with their session and user by (project, token hash), read together
     /// with the other requests' (one statement for the refreshes of a moment).
     tokens: RowsBy<FoundToken, String>,
+    /// Uses of sessions, committed together on a one-writer database (see `touch_session`).
+    touches: Grouped<Touch>,
+}
+
+/// A use of a session to record: last-used times, and with rotation the presented token
+/// superseded by a new one.
+#[derive(Debug)]
+struct Touch {
+    project_id: Uuid,
+    session_id: Uuid,
+    user_id: Uuid,
+    now: i64,
+    presented_hash: String,
+    new_hash: Option<String>,
+}
+
+/// Records `touches` in one transaction.
+async fn touch_all(db: &Database, touches: &[Touch]) -> Result<(), sqlx::Error> {
+    with_pool!(db, pool => {
+        let mut tx = pool.begin().await?;
+        for t in touches {
+            sqlx::query("UPDATE sessions SET last_used_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                .bind(t.now).bind(t.project_id).bind(t.session_id).execute(&mut *tx).await?;
+            sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                .bind(t.now).bind(t.project_id).bind(t.user_id).execute(&mut *tx).await?;
+            if let Some(new_hash) = &t.new_hash {
+                sqlx::query("UPDATE refresh_tokens SET superseded_at_millis = COALESCE(superseded_at_millis, $1) \
+                             WHERE project_id = $2 AND token_hash = $3")
+                    .bind(t.now).bind(t.project_id).bind(&t.presented_hash).execute(&mut *tx).await?;
+                sqlx::query("INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) VALUES ($1, $2, $3, $4)")
+                    .bind(t.project_id).bind(new_hash).bind(t.session_id).bind(t.now).execute(&mut *tx).await?;
+            }
+        }
+        tx.commit().await
+    })
 }
 
 /// Refresh tokens with their session and the session's user; `select_in` adds the condition,
@@ -165,6 +201,13 @@ impl Accounts {
                 "token_hash",
                 |t: &FoundToken| (t.user.project_id, t.token_hash.clone()),
             ),
+            touches: Grouped::new({
+                let db = db.clone();
+                move |touches: Vec<Touch>| {
+                    let db = db.clone();
+                    async move { touch_all(&db, &touches).await }
+                }
+            }),
             db,
         }
     }
@@ -602,6 +645,14 @@ impl Accounts {
     ) -> Result<(), StoreError> {
         self.remembered
             .writing(&(s.project_id, s.user_id), async {
+                let touch = Touch {
+                    project_id: s.project_id,
+                    session_id: s.id,
+                    user_id: s.user_id,
+                    now,
+                    presented_hash: presented_hash.to_owned(),
+                    new_hash: new_token_hash.map(str::to_owned),
+                };
                 match (&self.db, new_token_hash) {
                     // The common case, one statement (one round trip) on PostgreSQL.
                     (Database::Postgres(pool), None) => {
@@ -617,21 +668,11 @@ impl Accounts {
                         .execute(pool)
                         .await?;
                     }
-                    _ => with_pool!(&self.db, pool => {
-                        let mut tx = pool.begin().await?;
-                        sqlx::query("UPDATE sessions SET last_used_at_millis = $1 WHERE project_id = $2 AND id = $3")
-                            .bind(now).bind(s.project_id).bind(s.id).execute(&mut *tx).await?;
-                        sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
-                            .bind(now).bind(s.project_id).bind(s.user_id).execute(&mut *tx).await?;
-                        if let Some(new_hash) = new_token_hash {
-                            sqlx::query("UPDATE refresh_tokens SET superseded_at_millis = COALESCE(superseded_at_millis, $1) \
-                                         WHERE project_id = $2 AND token_hash = $3")
-                                .bind(now).bind(s.project_id).bind(presented_hash).execute(&mut *tx).await?;
-                            sqlx::query("INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) VALUES ($1, $2, $3, $4)")
-                                .bind(s.project_id).bind(new_hash).bind(s.id).bind(now).execute(&mut *tx).await?;
-                        }
-                        tx.commit().await?;
-                    }),
+                    (Database::Postgres(_), Some(_)) => touch_all(&self.db, &[touch]).await?,
+                    // One writer at a time, and a sync per commit: the refreshes of a moment
+                    // share one (16 concurrent refreshes otherwise queue for the lock one by
+                    // one and leave the machine idle between commits).
+                    (Database::Sqlite(_), _) => self.touches.write(touch).await?,
                 }
                 Ok(())
             })

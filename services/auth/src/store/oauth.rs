@@ -213,10 +213,14 @@ mod tests {
         let options = <sqlx::sqlite::SqliteConnectOptions as std::str::FromStr>::from_str(&url)
             .unwrap_or_else(|e| panic!("{e}"))
             .foreign_keys(false);
-        let pool =
-            latchkey_shared::db::Pool::connect(options, 1, std::time::Duration::from_secs(3), None)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
+        let pool = latchkey_shared::db::Pool::connect(
+            options,
+            1,
+            std::time::Duration::from_secs(3),
+            latchkey_shared::db::Writers::Concurrent,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
         let db = Database::Sqlite(pool);
         let store = OAuthAccounts::new(db.clone(), SecretsKey::generate());
         let account = OAuthAccount {
