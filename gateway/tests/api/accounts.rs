@@ -391,6 +391,86 @@ both_modes!(refresh_rotation_detects_reuse, |app: &TestApp| async move {
         .await;
 });
 
+both_modes!(
+    concurrent_refreshes_each_record_their_use,
+    |app: &TestApp| async move {
+        let user = app.sign_up(&email("many"), PASSWORD).await;
+        let mut tokens = vec![user.refresh.clone()];
+        for _ in 0..5 {
+            let res = app
+                .as_("server", Method::POST, "/api/v1/auth/sessions")
+                .json(&json!({"user_id": user.user_id}))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let (status, body, _) = parts(res).await;
+            assert_eq!(status, 200, "{body}");
+            tokens.push(
+                body["refresh_token"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
+        }
+        let path = &format!("/api/v1/auth/sessions?user_id={}", user.user_id);
+        let last_used = || async move {
+            let res = app
+                .as_("server", Method::GET, path)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let (status, body, _) = parts(res).await;
+            assert_eq!(status, 200, "{body}");
+            let mut times: Vec<(String, i64)> = body["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| {
+                    (
+                        s["id"].to_string(),
+                        s["last_used_at"].as_i64().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            times.sort();
+            times
+        };
+        // Refreshes that arrive together are written together; each must still be recorded,
+        // and with rotation each new token must work.
+        let refresh_all = |tokens: Vec<String>| async move {
+            let refreshes = tokens.into_iter().map(|token| async move {
+                let res = app
+                    .client(Method::POST, "/api/v1/auth/sessions/current/refresh", None)
+                    .header("x-stack-refresh-token", token)
+                    .send()
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let (status, body, _) = parts(res).await;
+                assert_eq!(status, 200, "{body}");
+                body["refresh_token"].as_str().map(str::to_owned)
+            });
+            futures::future::join_all(refreshes).await
+        };
+        for rotation in [false, true] {
+            app.settings(json!({"refresh_token_rotation": rotation}))
+                .await;
+            let before = last_used().await;
+            assert_eq!(before.len(), 6, "{before:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let rotated = refresh_all(tokens.clone()).await;
+            let after = last_used().await;
+            for ((id, was), (_, is)) in before.iter().zip(&after) {
+                assert!(is > was, "session {id}: last used {was} then {is}");
+            }
+            if rotation {
+                let rotated: Vec<String> = rotated.into_iter().flatten().collect();
+                assert_eq!(rotated.len(), 6, "every refresh rotated");
+                assert!(refresh_all(rotated).await.iter().all(Option::is_some));
+            }
+        }
+    }
+);
+
 both_modes!(password_update_and_set, |app: &TestApp| async move {
     let address = email("upd");
     let keep = app.sign_up(&address, PASSWORD).await;

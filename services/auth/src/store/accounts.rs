@@ -124,7 +124,7 @@ pub struct Accounts {
     /// Refresh tokens with their session and user by (project, token hash), read together
     /// with the other requests' (one statement for the refreshes of a moment).
     tokens: RowsBy<FoundToken, String>,
-    /// Uses of sessions, committed together on a one-writer database (see `touch_session`).
+    /// Uses of sessions, written together with the other requests' (see `touch_session`).
     touches: Grouped<Touch>,
 }
 
@@ -142,23 +142,94 @@ struct Touch {
 
 /// Records `touches` in one transaction.
 async fn touch_all(db: &Database, touches: &[Touch]) -> Result<(), sqlx::Error> {
-    with_pool!(db, pool => {
-        let mut tx = pool.begin().await?;
-        for t in touches {
-            sqlx::query("UPDATE sessions SET last_used_at_millis = $1 WHERE project_id = $2 AND id = $3")
-                .bind(t.now).bind(t.project_id).bind(t.session_id).execute(&mut *tx).await?;
-            sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
-                .bind(t.now).bind(t.project_id).bind(t.user_id).execute(&mut *tx).await?;
-            if let Some(new_hash) = &t.new_hash {
-                sqlx::query("UPDATE refresh_tokens SET superseded_at_millis = COALESCE(superseded_at_millis, $1) \
-                             WHERE project_id = $2 AND token_hash = $3")
-                    .bind(t.now).bind(t.project_id).bind(&t.presented_hash).execute(&mut *tx).await?;
-                sqlx::query("INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) VALUES ($1, $2, $3, $4)")
-                    .bind(t.project_id).bind(new_hash).bind(t.session_id).bind(t.now).execute(&mut *tx).await?;
+    match db {
+        // One statement for the group's last-used times, and with rotation its tokens.
+        Database::Postgres(pool) => {
+            let rotating = touches.iter().any(|t| t.new_hash.is_some());
+            let mut tx = if rotating {
+                Some(pool.begin().await?)
+            } else {
+                None
+            };
+            let last_used = sqlx::query(
+                "WITH t AS (SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int8[]) AS t(project_id, id, at)), \
+                 s AS (UPDATE sessions SET last_used_at_millis = t.at FROM t \
+                       WHERE sessions.project_id = t.project_id AND sessions.id = t.id \
+                       RETURNING sessions.project_id, sessions.user_id, t.at) \
+                 UPDATE users SET last_active_at_millis = s.at FROM s \
+                 WHERE users.project_id = s.project_id AND users.id = s.user_id",
+            )
+            .bind(touches.iter().map(|t| t.project_id).collect::<Vec<_>>())
+            .bind(touches.iter().map(|t| t.session_id).collect::<Vec<_>>())
+            .bind(touches.iter().map(|t| t.now).collect::<Vec<_>>());
+            match &mut tx {
+                Some(tx) => last_used.execute(&mut **tx).await?,
+                None => last_used.execute(pool).await?,
+            };
+            if let Some(mut tx) = tx {
+                for t in touches {
+                    rotate(&mut tx, t).await?;
+                }
+                tx.commit().await?;
             }
+            Ok(())
         }
-        tx.commit().await
-    })
+        Database::Sqlite(pool) => {
+            let mut tx = pool.begin().await?;
+            for t in touches {
+                sqlx::query("UPDATE sessions SET last_used_at_millis = $1 WHERE project_id = $2 AND id = $3")
+                    .bind(t.now).bind(t.project_id).bind(t.session_id).execute(&mut *tx).await?;
+                sqlx::query(
+                    "UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3",
+                )
+                .bind(t.now)
+                .bind(t.project_id)
+                .bind(t.user_id)
+                .execute(&mut *tx)
+                .await?;
+                rotate(&mut tx, t).await?;
+            }
+            tx.commit().await
+        }
+    }
+}
+
+/// With rotation: the presented token superseded, the new one stored.
+async fn rotate<DB>(
+    tx: &mut latchkey_shared::db::Transaction<DB>,
+    t: &Touch,
+) -> Result<(), sqlx::Error>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Uuid: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let Some(new_hash) = t.new_hash.as_deref() else {
+        return Ok(());
+    };
+    sqlx::query(
+        "UPDATE refresh_tokens SET superseded_at_millis = COALESCE(superseded_at_millis, $1) \
+         WHERE project_id = $2 AND token_hash = $3",
+    )
+    .bind(t.now)
+    .bind(t.project_id)
+    .bind(t.presented_hash.as_str())
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query(
+        "INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) \
+         VALUES ($1, $2, $3, $4)",
+    )
+    .bind(t.project_id)
+    .bind(new_hash)
+    .bind(t.session_id)
+    .bind(t.now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// Refresh tokens with their session and the session's user; `select_in` adds the condition,
@@ -653,27 +724,10 @@ impl Accounts {
                     presented_hash: presented_hash.to_owned(),
                     new_hash: new_token_hash.map(str::to_owned),
                 };
-                match (&self.db, new_token_hash) {
-                    // The common case, one statement (one round trip) on PostgreSQL.
-                    (Database::Postgres(pool), None) => {
-                        sqlx::query(
-                            "WITH s AS (UPDATE sessions SET last_used_at_millis = $1 \
-                             WHERE project_id = $2 AND id = $3 RETURNING user_id) \
-                             UPDATE users SET last_active_at_millis = $1 \
-                             WHERE project_id = $2 AND id IN (SELECT user_id FROM s)",
-                        )
-                        .bind(now)
-                        .bind(s.project_id)
-                        .bind(s.id)
-                        .execute(pool)
-                        .await?;
-                    }
-                    (Database::Postgres(_), Some(_)) => touch_all(&self.db, &[touch]).await?,
-                    // One writer at a time, and a sync per commit: the refreshes of a moment
-                    // share one (16 concurrent refreshes otherwise queue for the lock one by
-                    // one and leave the machine idle between commits).
-                    (Database::Sqlite(_), _) => self.touches.write(touch).await?,
-                }
+                // The refreshes of a moment share one statement on PostgreSQL, one commit on
+                // SQLite (one writer at a time, and a sync per commit: 16 concurrent refreshes
+                // otherwise queue for the lock one by one and leave the machine idle).
+                self.touches.write(touch).await?;
                 Ok(())
             })
             .await
