@@ -54,11 +54,19 @@ pub enum HeaderError {
 /// counts as absent, as Stack Auth's SDKs send empty strings for unset keys.
 pub fn read<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, HeaderError> {
     for prefix in PREFIXES {
-        let full = format!("{prefix}{name}");
-        if let Some(value) = headers.get(full.as_str()) {
+        // Compared in place rather than looked up by a formatted name: every request reads
+        // several of these, under three prefixes each.
+        let value = headers.iter().find_map(|(key, value)| {
+            let key = key.as_str();
+            let named = key.len() == prefix.len() + name.len()
+                && key.starts_with(prefix)
+                && key[prefix.len()..].eq_ignore_ascii_case(name);
+            named.then_some(value)
+        });
+        if let Some(value) = value {
             let text = value
                 .to_str()
-                .map_err(|_| HeaderError::NotText(full.clone()))?
+                .map_err(|_| HeaderError::NotText(format!("{prefix}{name}")))?
                 .trim();
             if !text.is_empty() {
                 return Ok(Some(text));
