@@ -649,6 +649,17 @@ pub fn now_millis() -> i64 {
 }
 
 /// An access token's claims, read without checking the signature.
+/// Waits for the next minute when less than `needed` is left of this one. Rate limits count in
+/// fixed windows aligned to the clock (a 60 s window ends on the minute), so a test that counts
+/// up to a limit must not straddle a minute.
+pub async fn in_one_minute(needed: Duration) {
+    let into = u64::try_from(now_millis().rem_euclid(60_000)).unwrap_or_default();
+    let left = Duration::from_millis(60_000 - into);
+    if left < needed {
+        tokio::time::sleep(left + Duration::from_millis(200)).await;
+    }
+}
+
 pub fn claims(token: &str) -> Value {
     use base64::Engine;
     let payload = token.split('.').nth(1).unwrap_or_default();

@@ -40,6 +40,7 @@ both_modes!(
         };
         app.settings(json!({ "rate_limits": { "client_auth_sensitive": { "limit": 3, "window_seconds": 60 } } })).await;
         tokio::time::sleep(Duration::from_millis(2200)).await;
+        in_one_minute(Duration::from_secs(10)).await;
         for _ in 0..3 {
             assert_eq!(send(check()).await.status(), 404);
         }
@@ -108,6 +109,7 @@ both_modes!(
         )
         .await;
         tokio::time::sleep(Duration::from_millis(2200)).await;
+        in_one_minute(Duration::from_secs(10)).await;
         let current = || {
             app.client(Method::GET, "/api/v1/projects/current", None)
                 .header("x-forwarded-for", "198.51.100.31")
@@ -211,13 +213,7 @@ both_modes!(
 
         // Both limits are per project settings, `null` switching one off. The short window
         // below must not end mid-sequence.
-        let into_minute = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() % 60)
-            .unwrap_or_default();
-        if into_minute > 50 {
-            tokio::time::sleep(Duration::from_secs(61 - into_minute)).await;
-        }
+        in_one_minute(Duration::from_secs(10)).await;
         app.settings(json!({ "rate_limits": {
             "password_guesses_per_email_and_ip": { "limit": 3, "window_seconds": 60 }
         } }))
@@ -553,6 +549,8 @@ both_modes!(
     |app: &TestApp| async move {
         app.settings(json!({ "rate_limits": { "client_auth_sensitive": { "limit": 2, "window_seconds": 60 } } })).await;
         tokio::time::sleep(Duration::from_millis(2200)).await;
+        // Each route's three calls must fall in one window.
+        in_one_minute(Duration::from_secs(15)).await;
         let routes = [
             ("/api/v1/auth/cli", json!({})),
             ("/api/v1/auth/cli/poll", json!({ "polling_code": "x" })),
