@@ -394,6 +394,7 @@ both_modes!(
         )
         .await;
         tokio::time::sleep(Duration::from_millis(2200)).await;
+        in_one_minute(Duration::from_secs(10)).await;
         let mut statuses = Vec::new();
         for _ in 0..5 {
             statuses.push(browser.get("/console/keys").await.0);
