@@ -648,7 +648,6 @@ pub fn now_millis() -> i64 {
         .unwrap_or_default()
 }
 
-/// An access token's claims, read without checking the signature.
 /// Waits for the next minute when less than `needed` is left of this one. Rate limits count in
 /// fixed windows aligned to the clock (a 60 s window ends on the minute), so a test that counts
 /// up to a limit must not straddle a minute.
@@ -660,6 +659,7 @@ pub async fn in_one_minute(needed: Duration) {
     }
 }
 
+/// An access token's claims, read without checking the signature.
 pub fn claims(token: &str) -> Value {
     use base64::Engine;
     let payload = token.split('.').nth(1).unwrap_or_default();

@@ -143,36 +143,19 @@ struct Touch {
 /// Records `touches` in one transaction.
 async fn touch_all(db: &Database, touches: &[Touch]) -> Result<(), sqlx::Error> {
     match db {
-        // One statement for the group's last-used times, and with rotation its tokens.
-        Database::Postgres(pool) => {
-            let rotating = touches.iter().any(|t| t.new_hash.is_some());
-            let mut tx = if rotating {
-                Some(pool.begin().await?)
-            } else {
-                None
-            };
-            let last_used = sqlx::query(
-                "WITH t AS (SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int8[]) AS t(project_id, id, at)), \
-                 s AS (UPDATE sessions SET last_used_at_millis = t.at FROM t \
-                       WHERE sessions.project_id = t.project_id AND sessions.id = t.id \
-                       RETURNING sessions.project_id, sessions.user_id, t.at) \
-                 UPDATE users SET last_active_at_millis = s.at FROM s \
-                 WHERE users.project_id = s.project_id AND users.id = s.user_id",
-            )
-            .bind(touches.iter().map(|t| t.project_id).collect::<Vec<_>>())
-            .bind(touches.iter().map(|t| t.session_id).collect::<Vec<_>>())
-            .bind(touches.iter().map(|t| t.now).collect::<Vec<_>>());
-            match &mut tx {
-                Some(tx) => last_used.execute(&mut **tx).await?,
-                None => last_used.execute(pool).await?,
-            };
-            if let Some(mut tx) = tx {
-                for t in touches {
-                    rotate(&mut tx, t).await?;
-                }
-                tx.commit().await?;
-            }
+        // One statement for the group's last-used times; with rotation, in a transaction with
+        // the group's tokens.
+        Database::Postgres(pool) if touches.iter().all(|t| t.new_hash.is_none()) => {
+            last_used_together(touches).execute(pool).await?;
             Ok(())
+        }
+        Database::Postgres(pool) => {
+            let mut tx = pool.begin().await?;
+            last_used_together(touches).execute(&mut *tx).await?;
+            for t in touches {
+                rotate(&mut tx, t).await?;
+            }
+            tx.commit().await
         }
         Database::Sqlite(pool) => {
             let mut tx = pool.begin().await?;
@@ -192,6 +175,23 @@ async fn touch_all(db: &Database, touches: &[Touch]) -> Result<(), sqlx::Error> 
             tx.commit().await
         }
     }
+}
+
+/// The last-used times of `touches`' sessions and users, in one PostgreSQL statement.
+fn last_used_together(
+    touches: &[Touch],
+) -> sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    sqlx::query(
+        "WITH t AS (SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int8[]) AS t(project_id, id, at)), \
+         s AS (UPDATE sessions SET last_used_at_millis = t.at FROM t \
+               WHERE sessions.project_id = t.project_id AND sessions.id = t.id \
+               RETURNING sessions.project_id, sessions.user_id, t.at) \
+         UPDATE users SET last_active_at_millis = s.at FROM s \
+         WHERE users.project_id = s.project_id AND users.id = s.user_id",
+    )
+    .bind(touches.iter().map(|t| t.project_id).collect::<Vec<_>>())
+    .bind(touches.iter().map(|t| t.session_id).collect::<Vec<_>>())
+    .bind(touches.iter().map(|t| t.now).collect::<Vec<_>>())
 }
 
 /// With rotation: the presented token superseded, the new one stored.
