@@ -10,6 +10,8 @@ pub mod console;
 pub mod error;
 /// Strict JSON body and query extractors.
 pub mod extract;
+/// Request heads timed from their first byte, apart from the idle wait between requests.
+mod head_clock;
 /// Unread request bodies drained so keep-alive connections stay usable.
 mod keep_alive;
 /// Rate limits: buckets, Redis and local counters, client addresses.
@@ -203,8 +205,13 @@ fn allow_requested_headers(request: &HeaderMap, response: &mut Response) {
     }
 }
 
-/// A client must send its whole request head within this (slow-client protection).
+/// A client must send its whole request head within this once it has begun (slow-client
+/// protection), and its first head within this of connecting.
 const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// A keep-alive connection may wait this long for its next request: longer than the idle
+/// limits of common proxies and load balancers (60 s), so that they close first and never send
+/// on a connection the gateway is closing.
+const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(75);
 /// And its body within this.
 const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// At most this many headers, in a head of at most `MAX_HEAD_BYTES`; more answers 431.
@@ -261,7 +268,8 @@ pub async fn serve(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
+        // hyper times the wait for a head from the end of the last answer: the idle limit.
+        .header_read_timeout(IDLE_TIMEOUT)
         .max_headers(MAX_HEADERS)
         .max_buf_size(MAX_HEAD_BYTES);
     builder
@@ -294,7 +302,7 @@ pub async fn serve(
         );
         let connection = builder
             .serve_connection_with_upgrades(
-                TokioIo::new(stream),
+                TokioIo::new(head_clock::HeadClock::new(stream, HEADER_READ_TIMEOUT)),
                 hyper_util::service::TowerToHyperService::new(service),
             )
             .into_owned();

@@ -202,3 +202,41 @@ both_modes!(
         }
     }
 );
+
+/// Sends `GET /api/v1/` on `stream` and reads the answer's head.
+async fn get_root(stream: &mut TcpStream) -> Option<String> {
+    stream
+        .write_all(b"GET /api/v1/ HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .ok()?;
+    response(stream).await
+}
+
+both_modes!(
+    an_idle_connection_outlives_the_head_timeout,
+    |app: &TestApp| async move {
+        let mut stream = TcpStream::connect(host_of(&app.base))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let first = get_root(&mut stream).await.unwrap_or_default();
+        assert!(first.starts_with("http/1.1 200"), "{first}");
+        // Longer than a head may take (10 s), shorter than the idle limit (75 s).
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        let second = get_root(&mut stream).await.unwrap_or_default();
+        assert!(
+            second.starts_with("http/1.1 200"),
+            "the connection was dropped while idle: {second:?}"
+        );
+        // A head begun on it and left unfinished is still cut off.
+        stream
+            .write_all(b"GET /api/v1/ HTTP/1.1\r\nHo")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut buf = [0u8; 256];
+        let read = tokio::time::timeout(Duration::from_secs(20), stream.read(&mut buf)).await;
+        assert!(
+            matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+            "a stalled head kept the connection open: {read:?}"
+        );
+    }
+);
