@@ -166,17 +166,22 @@ async fn row_of(app: &App, ctx: &Context, id: Uuid) -> Result<UserRow> {
 }
 
 /// Loads and composes one user: its row, provider records, channels (contacts) and settings
-/// are read at once, then the selected team (teams) if there is one.
+/// are read at once, and the selected team (teams) as soon as the row names it.
 pub async fn get(app: &App, ctx: &Context, id: Uuid) -> Result<Value> {
     let ids = [id];
-    let (row, channels, oauth, (_, settings)) = tokio::try_join!(
-        row_of(app, ctx, id),
+    let row_and_team = async {
+        let row = row_of(app, ctx, id).await?;
+        let team_ids = row.selected_team_id.iter().map(Uuid::to_string).collect();
+        Ok::<_, Error>((row, selected_teams(app, ctx, team_ids).await?))
+    };
+    let ((row, teams), channels, oauth, (_, settings)) = tokio::try_join!(
+        row_and_team,
         channels_of(app, ctx, &ids),
         oauth_of(app, ctx, &ids),
         app.project(ctx.project_id),
     )?;
     let mut user = [view(&row, of(&channels, &id), of(&oauth, &id), &settings)];
-    with_selected_teams(app, ctx, &mut user).await?;
+    show_selected_teams(&mut user, &teams);
     let [user] = user;
     Ok(user)
 }
@@ -683,12 +688,23 @@ pub fn deletion_events(project: Uuid, id: Uuid, team_ids: &[String], now: i64) -
 /// Fills `selected_team` (server shape) for users that selected one, with one teams call for
 /// just those teams.
 pub async fn with_selected_teams(app: &App, ctx: &Context, users: &mut [Value]) -> Result<()> {
-    let mut team_ids: Vec<String> = users
+    let team_ids = users
         .iter()
         .filter_map(|u| u["selected_team_id"].as_str().map(str::to_owned))
         .collect();
+    let teams = selected_teams(app, ctx, team_ids).await?;
+    show_selected_teams(users, &teams);
+    Ok(())
+}
+
+/// The teams `team_ids` name (server shape), by id; one teams call, none for no ids.
+async fn selected_teams(
+    app: &App,
+    ctx: &Context,
+    mut team_ids: Vec<String>,
+) -> Result<HashMap<String, Value>> {
     if team_ids.is_empty() {
-        return Ok(());
+        return Ok(HashMap::new());
     }
     team_ids.sort_unstable();
     team_ids.dedup();
@@ -698,21 +714,23 @@ pub async fn with_selected_teams(app: &App, ctx: &Context, users: &mut [Value]) 
         .await?
         .into_inner()
         .items_json;
-    let by_id: HashMap<String, Value> = found
+    Ok(found
         .iter()
         .filter_map(|j| serde_json::from_str::<Value>(j).ok())
         .filter_map(|t| t["id"].as_str().map(|id| (id.to_owned(), t.clone())))
-        .collect();
+        .collect())
+}
+
+fn show_selected_teams(users: &mut [Value], teams: &HashMap<String, Value>) {
     for user in users.iter_mut() {
         let Some(selected) = user["selected_team_id"].as_str() else {
             continue;
         };
         // A team deleted while auth was unreachable for the unselecting call is not shown
         // selected; the `team.deleted` event clears the row when it arrives.
-        match by_id.get(selected) {
+        match teams.get(selected) {
             Some(team) => user["selected_team"] = team.clone(),
             None => user["selected_team_id"] = Value::Null,
         }
     }
-    Ok(())
 }
