@@ -6,8 +6,8 @@
 //!
 //! The wrapper watches bytes, not messages: a head starts with the first byte read after an
 //! answer was written and ends at its blank line; a new connection's first head is timed from
-//! the connection's start. HTTP/2 connections
-//! (the client preface) are left alone; their heads are bounded by frame-size limits.
+//! the connection's start. HTTP/2 connections (the client preface) are left alone; their heads
+//! are bounded by frame-size limits.
 
 use std::future::Future;
 use std::io;
@@ -61,7 +61,9 @@ impl<T> HeadClock<T> {
                 self.phase = Phase::Untimed;
                 return;
             }
-            Phase::Fresh | Phase::Between => {
+            // The first head keeps the deadline set when the connection was accepted.
+            Phase::Fresh => self.phase = Phase::Head { newlines: 0 },
+            Phase::Between => {
                 self.deadline.as_mut().reset(Instant::now() + self.limit);
                 self.phase = Phase::Head { newlines: 0 };
             }
@@ -202,6 +204,26 @@ mod tests {
             "a stalled head was not cut off"
         );
         assert!(started.elapsed() >= LIMIT / 2, "cut off early");
+    }
+
+    #[tokio::test]
+    async fn a_new_connections_first_head_is_timed_from_the_connection() {
+        let limit = Duration::from_secs(1);
+        let (mut client, server) = tokio::io::duplex(1024);
+        let connected = Instant::now();
+        let mut clock = HeadClock::new(server, limit);
+        // Silent for most of the limit, then a head that stalls: timed from the start, it is
+        // cut off at one limit, not at one limit after its first byte.
+        tokio::time::sleep(limit * 7 / 10).await;
+        client.write_all(b"GET / HTTP/1.1\r\nHo").await.ok();
+        assert!(read_some(&mut clock).await.is_ok_and(|n| n > 0));
+        let stalled = read_some(&mut clock).await;
+        assert_eq!(stalled.map_err(|e| e.kind()), Err(io::ErrorKind::TimedOut));
+        assert!(
+            connected.elapsed() < limit * 14 / 10,
+            "cut off after {:?}",
+            connected.elapsed()
+        );
     }
 
     #[tokio::test]
