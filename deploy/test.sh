@@ -8,6 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A test run builds each crate once, so incremental caches only cost disk (gigabytes across the
+# main and fuzz target directories) and time. Set CARGO_INCREMENTAL=1 to keep them.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+
 bash deploy/local-services.sh
 
 bash deploy/validate-manifests.sh
