@@ -717,7 +717,7 @@ async fn selected_teams(
     Ok(found
         .iter()
         .filter_map(|j| serde_json::from_str::<Value>(j).ok())
-        .filter_map(|t| t["id"].as_str().map(|id| (id.to_owned(), t.clone())))
+        .filter_map(|t| Some((t["id"].as_str()?.to_owned(), t)))
         .collect())
 }
 
