@@ -15,6 +15,14 @@ use latchkey_shared::sealed::SecretsKey;
 use latchkey_webhooks::UrlPolicy;
 use serde_json::json;
 
+/// Every component's allocator. With glibc's malloc, allocation took about a sixth of the CPU of
+/// a `/users/me` (many small allocations per request across HTTP, gRPC and JSON, none big enough
+/// alone to be worth removing); mimalloc serves each thread from pages of its own, for less.
+/// Transparent huge pages are off for it (the `no_thp` feature): with them it backed mostly empty
+/// pages in 2 MiB units, about 30 MiB more resident memory per process.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "latchkey",
