@@ -617,6 +617,20 @@ impl Accounts {
     /// first, so a deletion either came before (nothing is inserted) or waits for this write.
     pub async fn insert_session(&self, s: &NewSession) -> Result<bool, StoreError> {
         let n = &s.session;
+        // Both backends' statements take the same eight values.
+        macro_rules! opening {
+            ($sql:expr) => {
+                sqlx::query($sql)
+                    .bind(n.project_id)
+                    .bind(n.id)
+                    .bind(n.user_id)
+                    .bind(n.is_impersonation)
+                    .bind(n.created_at_millis)
+                    .bind(n.last_used_at_millis)
+                    .bind(n.expires_at_millis)
+                    .bind(&s.token_hash)
+            };
+        }
         self.remembered
             .writing(&(n.project_id, n.user_id), async {
                 let opened = match &self.db {
@@ -631,29 +645,30 @@ impl Accounts {
                              INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) \
                              SELECT $1, $8, s.id, $5 FROM s"
                         );
-                        sqlx::query(&sql)
-                            .bind(n.project_id).bind(n.id).bind(n.user_id).bind(n.is_impersonation)
-                            .bind(n.created_at_millis).bind(n.last_used_at_millis).bind(n.expires_at_millis)
-                            .bind(&s.token_hash)
+                        opening!(&sql)
                             .execute(pool)
                             .await?
                             .rows_affected()
                             > 0
                     }
+                    // One command (one trip to the connection's thread) inside the
+                    // transaction: each insert runs only if the statement before it wrote its
+                    // row (`changes()`), so for a gone user nothing is written.
                     Database::Sqlite(pool) => {
+                        let sql = format!(
+                            "UPDATE users SET last_active_at_millis = $5 WHERE project_id = $1 AND id = $3; \
+                             INSERT INTO sessions ({SESSION_COLUMNS}) \
+                             SELECT $1, $2, $3, $4, $5, $6, $7 WHERE changes() > 0; \
+                             INSERT INTO refresh_tokens (project_id, token_hash, session_id, created_at_millis) \
+                             SELECT $1, $8, $2, $5 WHERE changes() > 0"
+                        );
                         let mut tx = pool.begin().await?;
-                        let marked = sqlx::query("UPDATE users SET last_active_at_millis = $1 WHERE project_id = $2 AND id = $3")
-                            .bind(n.created_at_millis).bind(n.project_id).bind(n.user_id)
-                            .execute(&mut *tx).await?
-                            .rows_affected()
-                            > 0;
-                        if marked {
-                            insert_session!(&mut *tx, s);
-                            tx.commit().await?;
-                        } else {
-                            tx.rollback().await?;
-                        }
-                        marked
+                        let written = opening!(&sql)
+                            .execute(&mut *tx)
+                            .await?
+                            .rows_affected();
+                        tx.commit().await?;
+                        written > 0
                     }
                 };
                 Ok(opened)
