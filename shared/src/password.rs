@@ -3,8 +3,8 @@
 //! starving the runtime. Each thread hashes into one block of memory it allocated at start, so
 //! resident memory is lanes × 19 MiB whatever the load (one block more once the lanes were
 //! starved, see `Lanes`), and no hash pays for fresh pages or leaves its 19 MiB to the allocator's
-//! arenas. The blocks sit on huge pages where the kernel offers them (`advise_huge_pages`). Verifies argon2 PHC strings and imported bcrypt
-//! hashes.
+//! arenas. The blocks sit on huge pages where the kernel offers them (`advise_huge_pages`).
+//! Verifies argon2 PHC strings and imported bcrypt hashes.
 
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
