@@ -3,13 +3,15 @@
 //! in this process, and prints in one run each scenario's throughput and latency next to the
 //! machine's own limits (a bare axum JSON handler in a process of its own, raw argon2id
 //! verifications on every core, one ES256 verification), the target ratios, the hashing lanes'
-//! idle time under a sign-in flood, and each component's resident memory.
+//! idle time under a sign-in flood, each component's resident memory, and where the machine's
+//! CPU went per request in the hot scenarios.
 //!
 //!   cargo bench -p latchkey-gateway --bench load
 //!   cargo bench -p latchkey-gateway --bench load -- --seconds 10 --concurrency 32 --users 1000000
 //!
 //! Needs the servers of the test command's setup (`deploy/local-services.sh`).
 
+mod cpu;
 mod drive;
 mod limits;
 mod seed;
@@ -88,6 +90,8 @@ struct ModeFigures {
     argon2_around: (f64, f64),
     /// Resident memory per component after the run (MiB).
     memory: Vec<(String, f64)>,
+    /// CPU per request of the hot scenarios, by part of the machine.
+    cpu: Vec<(String, cpu::PerRequest)>,
 }
 
 /// The users-list variants measured at 10,000 users and again at `--users`.
@@ -132,9 +136,12 @@ async fn run() -> anyhow::Result<()> {
     let machine = limits::measure(duration).await?;
     let bare = stack::Bare::start().await?;
     let request = http_request("GET", "/", &[], None);
+    let meter = cpu::Meter::new(&[("bare handler".into(), bare.pid())]);
+    let from = meter.read();
     let bare_stats = drive::blast(bare.addr, args.concurrency, duration, same(request), 200)
         .join()
         .unwrap_or_default();
+    let bare_cpu = meter.per_request(&from, &meter.read(), bare_stats.per_second);
     bare.stop();
     print_row(
         "machine",
@@ -191,6 +198,7 @@ async fn run() -> anyhow::Result<()> {
     }
 
     report(&machine, &rows, &figures, &args, cores);
+    report_cpu(&bare_cpu, &figures, cores);
     Ok(())
 }
 
@@ -319,7 +327,19 @@ async fn round(
             .join()
             .unwrap_or_default()
     };
-    add("GET /users/me", blast(same(me.clone()), 200));
+    // The hot scenarios' CPU per request, by part of the machine.
+    let meter = cpu::Meter::new(&stack.processes());
+    let metered = |scenario: &str, figures: &mut ModeFigures, requests, expect| {
+        let from = meter.read();
+        let stats: Stats = blast(requests, expect);
+        let spent = meter.per_request(&from, &meter.read(), stats.per_second);
+        figures.cpu.push((scenario.to_owned(), spent));
+        stats
+    };
+    add(
+        "GET /users/me",
+        metered("GET /users/me", &mut figures, same(me.clone()), 200),
+    );
     let refresh = rendered(
         stack,
         "client",
@@ -330,7 +350,12 @@ async fn round(
     );
     add(
         "POST /auth/sessions/current/refresh",
-        blast(same(refresh), 200),
+        metered(
+            "POST /auth/sessions/current/refresh",
+            &mut figures,
+            same(refresh),
+            200,
+        ),
     );
 
     let raw_argon2 = || async {
@@ -345,7 +370,12 @@ async fn round(
     let flood_started = std::time::Instant::now();
     add(
         "POST /auth/password/sign-in",
-        blast(sign_ins(stack, &f.signers), 200),
+        metered(
+            "POST /auth/password/sign-in",
+            &mut figures,
+            sign_ins(stack, &f.signers),
+            200,
+        ),
     );
     let lane_time = flood_started.elapsed().as_secs_f64() * cores() as f64;
     let busy = lane_busy_seconds(stack).await - busy_before;
@@ -626,5 +656,59 @@ fn report(
         for (name, mib) in &fig.memory {
             println!("  {mode:<12} {name:<26} {mib:>7.1}");
         }
+    }
+}
+
+/// The hot scenarios' CPU per request by part, and for sign-ins the two factors their ratio
+/// to raw argon2id is made of when every core is busy: the lanes' share of the machine's time
+/// (what a sign-in's other work leaves them) and a raw verification's CPU over a sign-in's.
+fn report_cpu(bare: &cpu::PerRequest, figures: &[(&'static str, ModeFigures)], cores: usize) {
+    println!();
+    println!("CPU per request (µs), the machine's time split by where it went:");
+    println!(
+        "| mode | scenario | system (its processes) | hashing lanes | PostgreSQL | Redis | RabbitMQ | load generator | rest of machine | busy | idle |"
+    );
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let row = |mode: &str, scenario: &str, spent: &cpu::PerRequest| {
+        let own = spent.system();
+        let total = own.iter().fold(0.0, |t, (_, us)| t + us);
+        let split = own
+            .iter()
+            .map(|(name, us)| format!("{name} {us:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!(
+            "| {mode} | {scenario} | {total:.0} ({split}) | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            spent.lanes(),
+            spent.of("PostgreSQL"),
+            spent.of("Redis"),
+            spent.of("RabbitMQ"),
+            spent.of("load generator"),
+            spent.rest,
+            spent.busy(),
+            spent.idle
+        );
+    };
+    row("machine", "bare axum JSON handler", bare);
+    for (mode, fig) in figures {
+        for (scenario, spent) in &fig.cpu {
+            row(mode, scenario, spent);
+        }
+    }
+    println!();
+    println!("Sign-ins ÷ raw argon2id = lanes' share of all CPU time during the flood × a raw verification's CPU ÷ a sign-in's lane CPU:");
+    for (mode, fig) in figures {
+        let Some((_, spent)) = fig.cpu.iter().find(|(s, _)| s.contains("sign-in")) else {
+            continue;
+        };
+        let share = spent.lanes() / (spent.busy() + spent.idle).max(f64::EPSILON);
+        let raw_rate = (fig.argon2_around.0 + fig.argon2_around.1) / 2.0;
+        let raw_micros = cores as f64 * 1e6 / raw_rate;
+        let speed = raw_micros / spent.lanes().max(f64::EPSILON);
+        println!(
+            "  {mode:<12} {share:.2} × {speed:.2} = {:.2}  (raw {raw_micros:.0} µs, sign-in {:.0} µs)",
+            share * speed,
+            spent.lanes()
+        );
     }
 }

@@ -239,6 +239,17 @@ impl Stack {
         }
     }
 
+    /// Each process of the system (name, pid).
+    pub fn processes(&self) -> Vec<(String, u32)> {
+        match &self.kind {
+            Kind::Embedded(child) => vec![("embedded".into(), child.id())],
+            Kind::Distributed { children, .. } => children
+                .iter()
+                .map(|(name, child)| ((*name).to_owned(), child.id()))
+                .collect(),
+        }
+    }
+
     /// Resident memory of each component process in MiB (embedded: the one process).
     pub fn rss(&self) -> Vec<(String, f64)> {
         match &self.kind {
@@ -352,6 +363,10 @@ impl Bare {
             addr: addr.parse()?,
             child,
         })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn stop(mut self) {
