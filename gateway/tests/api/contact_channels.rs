@@ -51,6 +51,8 @@ both_modes!(clients_manage_their_channels, |app: &TestApp| async move {
     // Its token names the primary address, whichever address signed in.
     let via_second = app.signed_in(&second, PASSWORD).await;
     assert_eq!(claims(&via_second.access)["email"], address.as_str());
+    let via_any_case = app.signed_in(&second.to_uppercase(), PASSWORD).await;
+    assert_eq!(claims(&via_any_case.access)["email"], address.as_str());
     let path = format!("/api/v1/contact-channels/me/{id}");
     assert_eq!(
         ok(

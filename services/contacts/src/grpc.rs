@@ -118,15 +118,15 @@ impl pb::contacts_server::Contacts for Contacts {
     ) -> Result<Response<pb::FindAuthChannelResponse>, Status> {
         let ctx = Context::read(request.metadata())?;
         let req = request.get_ref();
-        let channel = channels::find_auth(&self.store, ctx.project_id, &req.email).await?;
-        let owner_channels = match &channel {
-            Some(c) if req.with_owner_channels => self
-                .store
-                .channels_of(ctx.project_id, &[c.user_id])
-                .await
-                .map_err(Error::from)?,
-            _ => Vec::new(),
+        let (channel, owner_channels) = if req.with_owner_channels {
+            channels::find_auth_with_owner(&self.store, ctx.project_id, &req.email)
+                .await?
+                .unzip()
+        } else {
+            let found = channels::find_auth(&self.store, ctx.project_id, &req.email).await?;
+            (found, None)
         };
+        let owner_channels = owner_channels.unwrap_or_default();
         Ok(Response::new(pb::FindAuthChannelResponse {
             channel: channel.map(to_pb),
             owner_channels: owner_channels.into_iter().map(to_pb).collect(),

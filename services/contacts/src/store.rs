@@ -112,6 +112,23 @@ impl Store {
         )
     }
 
+    /// Every channel of the user whose auth channel is `value` (none when no channel is), in
+    /// creation order: a sign-in's look-up and its owner's channels in one statement.
+    pub async fn auth_owner_channels(
+        &self,
+        project: Uuid,
+        value: &str,
+    ) -> Result<Vec<Channel>, StoreError> {
+        let sql = format!(
+            "SELECT {CHANNEL_COLUMNS} FROM channels WHERE project_id = $1 AND user_id = \
+             (SELECT user_id FROM channels WHERE project_id = $1 AND value = $2 AND used_for_auth) \
+             ORDER BY created_at_millis, id"
+        );
+        Ok(
+            with_pool!(&self.db, pool => sqlx::query_as(&sql).bind(project).bind(value).fetch_all(pool).await?),
+        )
+    }
+
     /// Channels of `users`, or of the whole project when `users` is empty, in creation order.
     pub async fn channels_of(
         &self,

@@ -100,6 +100,28 @@ pub async fn find_auth(store: &Store, project: Uuid, address: &str) -> Result<Op
     Ok(store.auth_channel(project, &normalized).await?)
 }
 
+/// [`find_auth`] with all of the owner's channels, each try one statement.
+pub async fn find_auth_with_owner(
+    store: &Store,
+    project: Uuid,
+    address: &str,
+) -> Result<Option<(Channel, Vec<Channel>)>> {
+    let normalized = email::normalize(address);
+    let tries = if normalized == address {
+        &[address][..]
+    } else {
+        &[address, normalized.as_str()][..]
+    };
+    for value in tries {
+        let owned = store.auth_owner_channels(project, value).await?;
+        let found = owned.iter().find(|c| c.used_for_auth && c.value == *value);
+        if let Some(channel) = found.cloned() {
+            return Ok(Some((channel, owned)));
+        }
+    }
+    Ok(None)
+}
+
 /// What a user update asks of the primary e-mail.
 #[derive(Debug, Clone, Default)]
 pub struct PrimaryChange {
