@@ -88,6 +88,8 @@ struct ModeFigures {
     /// rate drifts by 15 % over minutes, and a drift across the flood cancels out of a mean of
     /// both sides where one side alone would carry it into the ratio.
     argon2_around: (f64, f64),
+    /// CPU per raw verification of those two measurements (this process's, by part).
+    argon2_cpu: Vec<cpu::PerRequest>,
     /// Resident memory per component after the run (MiB).
     memory: Vec<(String, f64)>,
     /// CPU per request of the hot scenarios, by part of the machine.
@@ -198,7 +200,7 @@ async fn run() -> anyhow::Result<()> {
     }
 
     report(&machine, &rows, &figures, &args, cores);
-    report_cpu(&bare_cpu, &figures, cores);
+    report_cpu(&bare_cpu, &figures);
     Ok(())
 }
 
@@ -358,12 +360,17 @@ async fn round(
         ),
     );
 
+    // Metered as a scenario of its own: the raw lanes run in this process, which the meter
+    // counts as the load generator.
+    let raw_meter = cpu::Meter::new(&[]);
     let raw_argon2 = || async {
-        limits::argon2_per_second(duration)
+        let from = raw_meter.read();
+        let rate = limits::argon2_per_second(duration)
             .await
-            .unwrap_or(f64::NAN)
+            .unwrap_or(f64::NAN);
+        (rate, raw_meter.per_request(&from, &raw_meter.read(), rate))
     };
-    let before = raw_argon2().await;
+    let (before, before_cpu) = raw_argon2().await;
     // The lanes' idle share: of the wall time the flood lasted on every lane, what they did not
     // spend hashing (auth runs one lane per core).
     let busy_before = lane_busy_seconds(stack).await;
@@ -380,7 +387,9 @@ async fn round(
     let lane_time = flood_started.elapsed().as_secs_f64() * cores() as f64;
     let busy = lane_busy_seconds(stack).await - busy_before;
     figures.lanes_idle = (1.0 - busy / lane_time.max(f64::EPSILON)).max(0.0);
-    figures.argon2_around = (before, raw_argon2().await);
+    let (after, after_cpu) = raw_argon2().await;
+    figures.argon2_around = (before, after);
+    figures.argon2_cpu = vec![before_cpu, after_cpu];
 
     // `GET /users/me` while sign-ins keep the hash pool saturated, each from its own generator.
     let escalated_before = escalations(stack).await;
@@ -659,10 +668,11 @@ fn report(
     }
 }
 
-/// The hot scenarios' CPU per request by part, and for sign-ins the two factors their ratio
-/// to raw argon2id is made of when every core is busy: the lanes' share of the machine's time
-/// (what a sign-in's other work leaves them) and a raw verification's CPU over a sign-in's.
-fn report_cpu(bare: &cpu::PerRequest, figures: &[(&'static str, ModeFigures)], cores: usize) {
+/// The hot scenarios' CPU per request by part, and for sign-ins the factors their ratio to raw
+/// argon2id is made of: the lanes' share of the machine's time during the flood (what a
+/// sign-in's other work leaves them) over their share during the raw measurement, and a raw
+/// verification's CPU over a sign-in's.
+fn report_cpu(bare: &cpu::PerRequest, figures: &[(&'static str, ModeFigures)]) {
     println!();
     println!("CPU per request (µs), the machine's time split by where it went:");
     println!(
@@ -696,18 +706,23 @@ fn report_cpu(bare: &cpu::PerRequest, figures: &[(&'static str, ModeFigures)], c
         }
     }
     println!();
-    println!("Sign-ins ÷ raw argon2id = lanes' share of all CPU time during the flood × a raw verification's CPU ÷ a sign-in's lane CPU:");
+    println!("Sign-ins ÷ raw argon2id = (lanes' share of all CPU time during the flood ÷ during the raw measurement) × a raw verification's CPU ÷ a sign-in's lane CPU:");
     for (mode, fig) in figures {
         let Some((_, spent)) = fig.cpu.iter().find(|(s, _)| s.contains("sign-in")) else {
             continue;
         };
-        let share = spent.lanes() / (spent.busy() + spent.idle).max(f64::EPSILON);
-        let raw_rate = (fig.argon2_around.0 + fig.argon2_around.1) / 2.0;
-        let raw_micros = cores as f64 * 1e6 / raw_rate;
+        let share = |p: &cpu::PerRequest, lanes: f64| lanes / (p.busy() + p.idle).max(f64::EPSILON);
+        let raw = &fig.argon2_cpu;
+        let mean = |f: &dyn Fn(&cpu::PerRequest) -> f64| {
+            raw.iter().map(f).sum::<f64>() / raw.len().max(1) as f64
+        };
+        let raw_share = mean(&|p| share(p, p.of("load generator")));
+        let raw_micros = mean(&|p| p.of("load generator"));
+        let flood_share = share(spent, spent.lanes());
         let speed = raw_micros / spent.lanes().max(f64::EPSILON);
         println!(
-            "  {mode:<12} {share:.2} × {speed:.2} = {:.2}  (raw {raw_micros:.0} µs, sign-in {:.0} µs)",
-            share * speed,
+            "  {mode:<12} ({flood_share:.2} ÷ {raw_share:.2}) × {speed:.2} = {:.2}  (raw {raw_micros:.0} µs, sign-in {:.0} µs)",
+            flood_share / raw_share * speed,
             spent.lanes()
         );
     }
