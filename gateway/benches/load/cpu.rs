@@ -47,13 +47,15 @@ pub struct PerRequest {
     /// Busy time of the machine no counted part accounts for (other processes, the kernel's
     /// own threads, interrupts).
     pub rest: f64,
+    /// The machine's busy time per request.
+    busy: f64,
     /// The cores' idle time per request.
     pub idle: f64,
 }
 
 impl PerRequest {
     pub fn busy(&self) -> f64 {
-        self.sum(|_| true) + self.rest
+        self.busy
     }
 
     /// CPU per request of the part named `name`.
@@ -148,6 +150,7 @@ impl Meter {
                 .map(|((name, _), d)| (name.clone(), micros(*d)))
                 .collect(),
             rest: micros(busy.saturating_sub(counted)),
+            busy: micros(busy),
             idle: micros(to.machine_idle.saturating_sub(from.machine_idle)),
         }
     }

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use latchkey_shared::password::Passwords;
 
-use crate::drive;
 use crate::seed::PASSWORD;
+use crate::{cpu, drive};
 
 pub struct Machine {
     pub lanes: usize,
@@ -18,24 +18,31 @@ pub struct Machine {
 pub async fn measure(duration: Duration) -> anyhow::Result<Machine> {
     Ok(Machine {
         lanes: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        argon2_per_second: argon2_per_second(duration).await?,
+        argon2_per_second: argon2_per_second(duration).await?.0,
         es256_micros: es256_micros()?,
     })
 }
 
 /// Raw argon2id verifications per second on every core, through the same bounded pool the auth
-/// service uses.
-pub async fn argon2_per_second(duration: Duration) -> anyhow::Result<f64> {
+/// service uses, and the machine's CPU per verification meanwhile (this process's lanes are
+/// the `raw argon2id: hashing lanes` part).
+pub async fn argon2_per_second(duration: Duration) -> anyhow::Result<(f64, cpu::PerRequest)> {
     let lanes = std::thread::available_parallelism().map_or(1, |n| n.get());
     let passwords = Passwords::default();
     let hash = passwords.hash(PASSWORD).await?;
+    // Read while the lanes live: an ended thread's time leaves its own line in `/proc`.
+    let alive = passwords.clone();
+    let meter = cpu::Meter::new(&[("raw argon2id".into(), std::process::id())]);
+    let from = meter.read();
     // More callers than lanes, so the pool never waits for the next verification to arrive.
     let argon2 = drive::run(lanes * 4, duration, move |_| {
         let (p, h) = (passwords.clone(), hash.clone());
         async move { p.verify(PASSWORD, Some(&h)).await.unwrap_or(false) }
     })
     .await;
-    Ok(argon2.per_second)
+    let spent = meter.per_request(&from, &meter.read(), argon2.per_second);
+    drop(alive);
+    Ok((argon2.per_second, spent))
 }
 
 /// Mean time of one ES256 signature check of a token shaped like Latchkey's access tokens.

@@ -360,15 +360,10 @@ async fn round(
         ),
     );
 
-    // Metered as a scenario of its own: the raw lanes run in this process, which the meter
-    // counts as the load generator.
-    let raw_meter = cpu::Meter::new(&[]);
     let raw_argon2 = || async {
-        let from = raw_meter.read();
-        let rate = limits::argon2_per_second(duration)
+        limits::argon2_per_second(duration)
             .await
-            .unwrap_or(f64::NAN);
-        (rate, raw_meter.per_request(&from, &raw_meter.read(), rate))
+            .unwrap_or((f64::NAN, cpu::PerRequest::default()))
     };
     let (before, before_cpu) = raw_argon2().await;
     // The lanes' idle share: of the wall time the flood lasted on every lane, what they did not
@@ -716,8 +711,8 @@ fn report_cpu(bare: &cpu::PerRequest, figures: &[(&'static str, ModeFigures)]) {
         let mean = |f: &dyn Fn(&cpu::PerRequest) -> f64| {
             raw.iter().map(f).sum::<f64>() / raw.len().max(1) as f64
         };
-        let raw_share = mean(&|p| share(p, p.of("load generator")));
-        let raw_micros = mean(&|p| p.of("load generator"));
+        let raw_share = mean(&|p| share(p, p.lanes()));
+        let raw_micros = mean(&|p| p.lanes());
         let flood_share = share(spent, spent.lanes());
         let speed = raw_micros / spent.lanes().max(f64::EPSILON);
         println!(
