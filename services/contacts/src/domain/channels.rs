@@ -88,33 +88,35 @@ pub async fn create(store: &Store, project: Uuid, new: NewChannel, now: i64) -> 
     }
 }
 
-/// The channel signing in with `address`: looked up as given, then normalised (00 §1).
-pub async fn find_auth(store: &Store, project: Uuid, address: &str) -> Result<Option<Channel>> {
-    if let Some(c) = store.auth_channel(project, address).await? {
-        return Ok(Some(c));
-    }
+/// The spellings a sign-in looks `address` up by: as given, then normalised (00 §1).
+fn spellings(address: &str) -> Vec<String> {
     let normalized = email::normalize(address);
     if normalized == address {
-        return Ok(None);
+        vec![normalized]
+    } else {
+        vec![address.to_owned(), normalized]
     }
-    Ok(store.auth_channel(project, &normalized).await?)
 }
 
-/// [`find_auth`] with all of the owner's channels, each try one statement.
+/// The channel signing in with `address`, by the first of its spellings that has one.
+pub async fn find_auth(store: &Store, project: Uuid, address: &str) -> Result<Option<Channel>> {
+    for value in spellings(address) {
+        if let Some(c) = store.auth_channel(project, &value).await? {
+            return Ok(Some(c));
+        }
+    }
+    Ok(None)
+}
+
+/// [`find_auth`] with all of the owner's channels, each spelling one statement.
 pub async fn find_auth_with_owner(
     store: &Store,
     project: Uuid,
     address: &str,
 ) -> Result<Option<(Channel, Vec<Channel>)>> {
-    let normalized = email::normalize(address);
-    let tries = if normalized == address {
-        &[address][..]
-    } else {
-        &[address, normalized.as_str()][..]
-    };
-    for value in tries {
-        let owned = store.auth_owner_channels(project, value).await?;
-        let found = owned.iter().find(|c| c.used_for_auth && c.value == *value);
+    for value in spellings(address) {
+        let owned = store.auth_owner_channels(project, &value).await?;
+        let found = owned.iter().find(|c| c.used_for_auth && c.value == value);
         if let Some(channel) = found.cloned() {
             return Ok(Some((channel, owned)));
         }
