@@ -1,8 +1,9 @@
 //! Where the machine's CPU goes during a scenario: each process of the system under test (its
 //! hashing lanes apart), the servers beside it, the load generator and the rest of the machine,
-//! as CPU time per request. A ratio that misses its target is then read off the same run: on a
-//! machine whose cores are all busy, sign-ins ÷ raw argon2id cannot exceed the lanes' share of
-//! the CPU, and `/users/me` ÷ bare handler is the bare request's CPU over this one's.
+//! as CPU time per request. A ratio that misses its target is then read off the same run: with
+//! every core busy, sign-ins ÷ raw argon2id is the lanes' share of the machine during the flood
+//! over their share during the raw run, times a raw hash's CPU over a sign-in's; and `/users/me`
+//! ÷ bare handler is the bare request's CPU over this one's.
 
 use std::time::Instant;
 
@@ -66,6 +67,11 @@ impl PerRequest {
     /// CPU per request of the hashing lanes.
     pub fn lanes(&self) -> f64 {
         self.sum(is_lanes)
+    }
+
+    /// The hashing lanes' share of all the machine's time, busy and idle.
+    pub fn lanes_share(&self) -> f64 {
+        self.lanes() / (self.busy + self.idle).max(f64::EPSILON)
     }
 
     /// The system's own processes without their lanes: (name, µs) each.

@@ -706,14 +706,13 @@ fn report_cpu(bare: &cpu::PerRequest, figures: &[(&'static str, ModeFigures)]) {
         let Some((_, spent)) = fig.cpu.iter().find(|(s, _)| s.contains("sign-in")) else {
             continue;
         };
-        let share = |p: &cpu::PerRequest, lanes: f64| lanes / (p.busy() + p.idle).max(f64::EPSILON);
         let raw = &fig.argon2_cpu;
-        let mean = |f: &dyn Fn(&cpu::PerRequest) -> f64| {
+        let mean = |f: fn(&cpu::PerRequest) -> f64| {
             raw.iter().map(f).sum::<f64>() / raw.len().max(1) as f64
         };
-        let raw_share = mean(&|p| share(p, p.lanes()));
-        let raw_micros = mean(&|p| p.lanes());
-        let flood_share = share(spent, spent.lanes());
+        let raw_share = mean(cpu::PerRequest::lanes_share);
+        let raw_micros = mean(cpu::PerRequest::lanes);
+        let flood_share = spent.lanes_share();
         let speed = raw_micros / spent.lanes().max(f64::EPSILON);
         println!(
             "  {mode:<12} ({flood_share:.2} ÷ {raw_share:.2}) × {speed:.2} = {:.2}  (raw {raw_micros:.0} µs, sign-in {:.0} µs)",

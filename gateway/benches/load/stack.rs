@@ -242,7 +242,7 @@ impl Stack {
     /// Each process of the system (name, pid).
     pub fn processes(&self) -> Vec<(String, u32)> {
         match &self.kind {
-            Kind::Embedded(child) => vec![("embedded".into(), child.id())],
+            Kind::Embedded(child) => vec![("embedded (all components)".into(), child.id())],
             Kind::Distributed { children, .. } => children
                 .iter()
                 .map(|(name, child)| ((*name).to_owned(), child.id()))
@@ -252,15 +252,10 @@ impl Stack {
 
     /// Resident memory of each component process in MiB (embedded: the one process).
     pub fn rss(&self) -> Vec<(String, f64)> {
-        match &self.kind {
-            Kind::Embedded(child) => {
-                vec![("embedded (all components)".into(), rss_mib(child.id()))]
-            }
-            Kind::Distributed { children, .. } => children
-                .iter()
-                .map(|(name, child)| ((*name).to_owned(), rss_mib(child.id())))
-                .collect(),
-        }
+        self.processes()
+            .into_iter()
+            .map(|(name, pid)| (name, rss_mib(pid)))
+            .collect()
     }
 
     pub async fn stop(self) -> anyhow::Result<()> {
