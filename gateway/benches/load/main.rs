@@ -9,6 +9,10 @@
 //!   cargo bench -p latchkey-gateway --bench load
 //!   cargo bench -p latchkey-gateway --bench load -- --seconds 10 --concurrency 32 --users 1000000
 //!
+//! The distributed stack's components get the cores their Kubernetes manifests give them
+//! (`k8s/base`: a CPU limit of 500m or 1 is one core for the async runtime, 2 is two), as they
+//! run when deployed; `-- --cpus machine` lets every component use every core instead.
+//!
 //! Needs the servers of the test command's setup (`deploy/local-services.sh`).
 
 mod cpu;
@@ -37,6 +41,9 @@ struct Args {
     /// Only the hot paths (`--hot`: `/users/me`, refresh, sign-in, `/users/me` under a
     /// sign-in flood), for profiling one change at a time.
     hot: bool,
+    /// The cores each distributed component may use: as its manifest's CPU limit gives it
+    /// (default), or every core of the machine (`--cpus machine`).
+    cpus: stack::Cpus,
 }
 
 impl Args {
@@ -64,6 +71,14 @@ impl Args {
                 _ => vec!["embedded", "distributed"],
             },
             hot: args.iter().any(|a| a == "--hot"),
+            cpus: match args
+                .iter()
+                .position(|a| a == "--cpus")
+                .and_then(|i| args.get(i + 1))
+            {
+                Some(c) if c == "machine" => stack::Cpus::Machine,
+                _ => stack::Cpus::Manifests,
+            },
         }
     }
 }
@@ -160,7 +175,7 @@ async fn run() -> anyhow::Result<()> {
     for &mode in &args.modes {
         let stack = match mode {
             "embedded" => Stack::embedded().await?,
-            _ => Stack::distributed().await?,
+            _ => Stack::distributed(args.cpus).await?,
         };
         let fixtures = seed::seed(&stack, args.users, args.teams).await?;
         let (mode_rows, mut mode_figures) = round(&stack, &fixtures, &args, duration).await;

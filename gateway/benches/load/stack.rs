@@ -12,6 +12,37 @@ use reqwest::{Method, RequestBuilder};
 
 pub const COMPONENTS: [&str; 5] = ["auth", "teams", "contacts", "webhooks", "gateway"];
 
+/// The cores a distributed component's async runtime runs on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Cpus {
+    /// As deployed: its container's CPU limit in `k8s/base`, rounded up (what tokio and the
+    /// hashing lanes read from the cgroup), at most the machine's cores.
+    Manifests,
+    /// Every core of the machine, for every component.
+    Machine,
+}
+
+/// The CPU limit of `component`'s container in its base manifest, in whole cores (rounded up).
+fn manifest_cores(component: &str) -> anyhow::Result<usize> {
+    let path = format!(
+        "{}/../k8s/base/{component}.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path)?;
+    let limit = text
+        .lines()
+        .map(str::trim)
+        .skip_while(|line| *line != "limits:")
+        .find_map(|line| line.strip_prefix("cpu:"))
+        .map(|v| v.trim().trim_matches('"'))
+        .ok_or_else(|| anyhow::anyhow!("{path}: no CPU limit"))?;
+    let millicores: usize = match limit.strip_suffix('m') {
+        Some(m) => m.parse()?,
+        None => limit.parse::<usize>()? * 1000,
+    };
+    Ok(millicores.div_ceil(1000).max(1))
+}
+
 pub struct Keys {
     pub project_id: String,
     pub client_key: String,
@@ -97,7 +128,7 @@ impl Stack {
     }
 
     /// The distributed stack, rate limits off (the load comes from one address).
-    pub async fn distributed() -> anyhow::Result<Self> {
+    pub async fn distributed(cpus: Cpus) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let infra = Infra::new();
         let mut env: Vec<(String, String)> = Vec::new();
@@ -137,9 +168,30 @@ impl Stack {
         env.push(("LATCHKEY_WEBHOOK_ALLOW_HTTP".into(), "true".into()));
         env.push(("LATCHKEY_WEBHOOK_ALLOW_LOOPBACK".into(), "true".into()));
         env.push(("RUST_LOG".into(), "warn".into()));
+        let machine = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = COMPONENTS
+            .iter()
+            .map(|name| match cpus {
+                Cpus::Manifests => Ok(manifest_cores(name)?.min(machine)),
+                Cpus::Machine => Ok(machine),
+            })
+            .collect::<anyhow::Result<Vec<usize>>>()?;
+        let shown: Vec<String> = COMPONENTS
+            .iter()
+            .zip(&cores)
+            .map(|(name, n)| format!("{name} {n}"))
+            .collect();
+        println!(
+            "  distributed  cores per component: {} ({})",
+            shown.join(", "),
+            match cpus {
+                Cpus::Manifests => "their manifests' CPU limits",
+                Cpus::Machine => "every core",
+            }
+        );
         let mut children = Vec::new();
         let mut metrics = Vec::new();
-        for (name, addr) in &listen {
+        for ((name, addr), cores) in listen.iter().zip(&cores) {
             let log = std::fs::File::create(dir.path().join(format!("{name}.log")))?;
             let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_latchkey"));
             cmd.arg("serve")
@@ -156,6 +208,8 @@ impl Stack {
             if *name != "gateway" {
                 cmd.env("LATCHKEY_GRPC_ADDR", addr);
             }
+            // Tokio sizes its runtime from this as it would from a container's CPU quota.
+            cmd.env("TOKIO_WORKER_THREADS", cores.to_string());
             children.push((*name, cmd.spawn()?));
         }
         let base = format!("http://{http_addr}");
