@@ -3,8 +3,9 @@
 //! in this process, and prints in one run each scenario's throughput and latency next to the
 //! machine's own limits (a bare axum JSON handler in a process of its own, raw argon2id
 //! verifications on every core, one ES256 verification), the target ratios, the hashing lanes'
-//! idle time under a sign-in flood, each component's resident memory, and where the machine's
-//! CPU went per request in the hot scenarios.
+//! idle time under a sign-in flood, each component's resident memory, where the machine's
+//! CPU went per request in the hot scenarios, and the least the distributed `/users/me` could
+//! cost here (`floor`).
 //!
 //!   cargo bench -p latchkey-gateway --bench load
 //!   cargo bench -p latchkey-gateway --bench load -- --seconds 10 --concurrency 32 --users 1000000
@@ -17,6 +18,7 @@
 
 mod cpu;
 mod drive;
+mod floor;
 mod limits;
 mod seed;
 mod stack;
@@ -138,6 +140,10 @@ fn main() -> anyhow::Result<()> {
         let addr = args.get(i + 1).cloned().unwrap_or_default();
         return stack::serve_bare(&addr);
     }
+    if let Some(i) = args.iter().position(|a| a == "--bare-grpc") {
+        let addr = args.get(i + 1).cloned().unwrap_or_default();
+        return floor::serve_bare_grpc(&addr);
+    }
     tokio::runtime::Runtime::new()?.block_on(run())
 }
 
@@ -165,6 +171,11 @@ async fn run() -> anyhow::Result<()> {
         "bare axum JSON handler (own process)",
         &bare_stats,
     );
+
+    let floor = match args.modes.contains(&"distributed") {
+        true => Some(floor::measure(args.concurrency, duration).await?),
+        false => None,
+    };
 
     let mut rows = vec![Row {
         mode: "machine",
@@ -216,6 +227,9 @@ async fn run() -> anyhow::Result<()> {
 
     report(&machine, &rows, &figures, &args, cores);
     report_cpu(&bare_cpu, &figures);
+    if let Some(floor) = floor {
+        report_floor(&floor, &bare_cpu, &figures);
+    }
     Ok(())
 }
 
@@ -734,5 +748,36 @@ fn report_cpu(bare: &cpu::PerRequest, figures: &[(&'static str, ModeFigures)]) {
             flood_share / raw_share * speed,
             spent.lanes()
         );
+    }
+}
+
+/// The distributed `/users/me`'s floor next to what it spent: the row's target is out of reach
+/// on this machine when even the floor is dearer than the target allows.
+fn report_floor(
+    floor: &floor::Floor,
+    bare: &cpu::PerRequest,
+    figures: &[(&'static str, ModeFigures)],
+) {
+    // With every core busy, rates are inverse to the whole time a request takes.
+    let http = bare.busy() + bare.idle;
+    let least = floor.users_me(http);
+    println!();
+    println!("Floor of the distributed GET /users/me on this machine (its fixed parts, each bare, CPU of both sides):");
+    println!(
+        "  bare HTTP request {http:.0} µs + {:.0} gRPC calls × {:.0} µs + {:.0} PostgreSQL reads × {:.0} µs = {least:.0} µs: at most {:.3} of the bare handler",
+        floor::GRPC_CALLS,
+        floor.grpc_call,
+        floor::READS,
+        floor.read,
+        http / least
+    );
+    for (mode, fig) in figures.iter().filter(|(mode, _)| *mode == "distributed") {
+        if let Some((_, spent)) = fig.cpu.iter().find(|(s, _)| s == "GET /users/me") {
+            println!(
+                "  {mode:<12} GET /users/me spent {:.0} µs ({:.1}× the floor)",
+                spent.busy() + spent.idle,
+                (spent.busy() + spent.idle) / least
+            );
+        }
     }
 }
