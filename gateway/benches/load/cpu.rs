@@ -69,9 +69,15 @@ impl PerRequest {
         self.sum(is_lanes)
     }
 
+    /// The machine's whole time per request, busy and idle: with every core in use, rates are
+    /// inverse to it.
+    pub fn whole(&self) -> f64 {
+        self.busy + self.idle
+    }
+
     /// The hashing lanes' share of all the machine's time, busy and idle.
     pub fn lanes_share(&self) -> f64 {
-        self.lanes() / (self.busy + self.idle).max(f64::EPSILON)
+        self.lanes() / self.whole().max(f64::EPSILON)
     }
 
     /// The system's own processes without their lanes: (name, µs) each.

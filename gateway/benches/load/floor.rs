@@ -44,10 +44,10 @@ pub async fn measure(connections: usize, duration: Duration) -> anyhow::Result<F
 async fn grpc_call(connections: usize, duration: Duration) -> anyhow::Result<f64> {
     use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
 
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let addr = crate::stack::free_port()?;
     let mut server = std::process::Command::new(std::env::current_exe()?)
         .arg("--bare-grpc")
-        .arg(addr.to_string())
+        .arg(&addr)
         .env("TOKIO_WORKER_THREADS", "1")
         .stdout(std::process::Stdio::null())
         .spawn()?;

@@ -758,8 +758,7 @@ fn report_floor(
     bare: &cpu::PerRequest,
     figures: &[(&'static str, ModeFigures)],
 ) {
-    // With every core busy, rates are inverse to the whole time a request takes.
-    let http = bare.busy() + bare.idle;
+    let http = bare.whole();
     let least = floor.users_me(http);
     println!();
     println!("Floor of the distributed GET /users/me on this machine (its fixed parts, each bare, CPU of both sides):");
@@ -775,8 +774,8 @@ fn report_floor(
         if let Some((_, spent)) = fig.cpu.iter().find(|(s, _)| s == "GET /users/me") {
             println!(
                 "  {mode:<12} GET /users/me spent {:.0} µs ({:.1}× the floor)",
-                spent.busy() + spent.idle,
-                (spent.busy() + spent.idle) / least
+                spent.whole(),
+                spent.whole() / least
             );
         }
     }

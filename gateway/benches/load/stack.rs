@@ -81,7 +81,7 @@ fn client() -> reqwest::Client {
         .unwrap_or_default()
 }
 
-fn free_port() -> anyhow::Result<String> {
+pub fn free_port() -> anyhow::Result<String> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .to_string())
